@@ -1,0 +1,3 @@
+from ringtrace.cli import run
+
+run()

@@ -1,0 +1,175 @@
+"""Command line: argparse -> Config -> the command.  ``main(argv) -> exit code``.
+
+Exit codes (also in the README):
+
+* 0  success (``check``: every ring under the limit, nothing wedged or fatal)
+* 1  ``check`` found a ring over the limit, a wedged scope or a fatal run
+* 2  usage error, invalid setting, or unreadable input (missing path, directory without
+     scope_stats files, file that cannot be opened, file with no readable content)
+* 130 interrupted (Ctrl-C) for the one-shot commands; ``watch`` exits 0 on SIGINT/SIGTERM
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from ringtrace import config as config_mod
+from ringtrace.config import Config, ConfigError
+from ringtrace.layout import find_sources
+from ringtrace.readfiles import read_files
+from ringtrace.records import RESOURCES, RunFinished
+from ringtrace.sinks import FanOut, Sink
+from ringtrace.sinks.summary import SummarySink
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_PROBLEMS_SHOWN = 20
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
+    p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
+    p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ringtrace", description="Read the simpler runtime's scope_stats files.")
+    parser.add_argument("--log-level", choices=config_mod.literal_choices("log_level"))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("summary", help="per-ring peaks, wedged scopes and findings per file")
+    _add_common(p)
+    p.add_argument("--format", choices=config_mod.literal_choices("format"), help="table (default) or json")
+
+    p = sub.add_parser("check", help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
+    _add_common(p)
+    p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
+    p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
+                   help="resource to gate on (repeatable; default all)")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return config_mod.build({k: v for k, v in vars(args).items() if k not in ("command", "paths")})
+
+
+def _err(console: Console, text: str) -> None:
+    console.print(f"ringtrace: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console) -> tuple[SummarySink, bool]:
+    """Read every input into a summary sink (+ ``sinks``); returns it and whether all input was readable."""
+    files, errors = find_sources(paths)
+    summary = SummarySink()
+    fanout = FanOut([summary, *sinks])
+    total = sum(f.stat().st_size for f in files if f.exists())
+    if err.is_terminal and total > 8 << 20:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("reading", total=total)
+            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n))
+    else:
+        errors += read_files(files, fanout, cfg.thresholds)
+    fanout.flush()
+    fanout.close()
+    for text in errors:
+        _err(err, text)
+    ok = not errors
+    for fin in summary.finished:
+        _report_problems(fin, err)
+        if _unreadable(fin):
+            ok = False
+    for name, count in fanout.errors.items():
+        if count:
+            _err(err, f"sink {name} failed {count} time(s)")
+            ok = False
+    return summary, ok
+
+
+def _unreadable(fin: RunFinished) -> bool:
+    return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version") for p in fin.problems) or (
+        fin.summary.records == 0 and fin.summary.meta is None)
+
+
+def _report_problems(fin: RunFinished, err: Console) -> None:
+    shown = 0
+    for p in fin.problems:
+        if shown == MAX_PROBLEMS_SHOWN:
+            break
+        shown += 1
+        where = f"{fin.source.path}:{p.line}" if p.line else fin.source.path
+        _err(err, f"{where}: {p.severity}: {p.message}")
+    more = fin.summary.parse_errors - sum(1 for p in fin.problems[:shown] if p.severity == "error")
+    if more > 0:
+        _err(err, f"{fin.source.path}: {more} more parse error(s) not shown")
+
+
+def cmd_summary(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    summary, ok = _read(args.paths, cfg, [], err)
+    if cfg.format == "json":
+        sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
+    else:
+        summary.render_table(out)
+    return EXIT_OK if ok else EXIT_INPUT
+
+
+def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
+    """Why ``fin`` fails the gate (empty when it passes)."""
+    s = fin.summary
+    out: list[str] = []
+    for p in s.peaks:
+        ratio = p.high_water_ratio
+        if p.scopes and p.resource in cfg.resources and ratio is not None and ratio > cfg.max_ratio:
+            out.append(f"ring {p.ring} {p.resource} at {100 * ratio:.1f}% of capacity "
+                       f"(limit {100 * cfg.max_ratio:.0f}%), peak at {p.high_water_site}")
+    if s.wedged:
+        w = s.wedged[-1]
+        out.append(f"wedged in {w.site} (depth {w.depth}, ring {w.ring}, line {w.line})")
+    if s.meta is not None and s.meta.fatal:
+        out.append("fatal: true")
+    return out
+
+
+def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    summary, ok = _read(args.paths, cfg, [], err)
+    failed = False
+    for fin in summary.finished:
+        reasons = check_failures(fin, cfg)
+        failed = failed or bool(reasons)
+        status = "FAIL" if reasons else "ok"
+        out.print(f"{status} {fin.source.path}" + "".join(f"\n  {r}" for r in reasons), markup=False,
+                  highlight=False)
+    if not ok:
+        return EXIT_INPUT
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    err = Console(stderr=True)
+    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    try:
+        cfg = _config(args)
+    except ConfigError as e:
+        _err(err, str(e))
+        return EXIT_INPUT
+    try:
+        code: int = COMMANDS[args.command](args, cfg, out, err)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
+
+
+def run() -> None:
+    sys.exit(main())
+

@@ -1,0 +1,133 @@
+"""One frozen configuration, built once at start-up: flags > ``RINGTRACE_*`` environment > defaults.
+
+Every field can be set by a flag (``--idle-timeout``) or an environment variable
+(``RINGTRACE_IDLE_TIMEOUT``); a flag wins.  :func:`build` validates everything and raises
+:class:`ConfigError` with a message that names the setting and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import msgspec
+
+from ringtrace.diagnose import Thresholds
+from ringtrace.records import RESOURCES
+
+ENV_PREFIX = "RINGTRACE_"
+
+
+class ConfigError(Exception):
+    """A setting is invalid; the message names it and its origin.  Exit code 2."""
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """All settings of one ringtrace process.  Immutable; pass it down, never read env elsewhere."""
+
+    # reading and diagnosis
+    near: float = 0.8
+    idle: float = 0.05
+    max_ratio: float = 0.8
+    resources: tuple[str, ...] = RESOURCES
+    format: Literal["table", "json"] = "table"
+    # watching
+    poll: bool = False
+    poll_interval: float = 0.1
+    rescan_interval: float = 10.0
+    idle_timeout: float = 30.0
+    state_dir: str = ""
+    events: str = ""
+    once: bool = False
+    # prometheus
+    metrics_addr: str = ""
+    web_config: str = ""
+    series_ttl: float = 900.0
+    # perfetto
+    perfetto_dir: str = ""
+    perfetto_format: Literal["proto", "chrome-json"] = "proto"
+    # opentelemetry
+    otlp_endpoint: str = ""
+    otlp_protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    otlp_tick: float = 1e-6
+    otlp_max_spans: int = 10_000
+    # process
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return Thresholds(near=self.near, idle=self.idle)
+
+
+FIELDS: tuple[str, ...] = Config.__struct_fields__
+
+
+def _from_env(name: str, raw: str) -> Any:
+    """Turn an environment string into the field's type (msgspec validates it afterwards)."""
+    default = getattr(Config(), name)
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()}={raw!r}: expected true or false")
+    if isinstance(default, tuple):
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        try:
+            return type(default)(raw)
+        except ValueError:
+            raise ConfigError(f"{ENV_PREFIX}{name.upper()}={raw!r}: expected a number") from None
+    return raw
+
+
+def build(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Flags (None = not given) > environment > defaults, validated."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for name in FIELDS:
+        key = ENV_PREFIX + name.upper()
+        if key in env:
+            values[name] = _from_env(name, env[key])
+            origin[name] = f"environment {key}"
+    for name, value in (flags or {}).items():
+        if name in FIELDS and value is not None:
+            values[name] = tuple(value) if isinstance(value, list) else value
+            origin[name] = "--" + name.replace("_", "-")
+    try:
+        cfg = msgspec.convert(values, Config, strict=False)
+    except msgspec.ValidationError as err:
+        field = str(err).rsplit("$.", 1)[-1].rstrip("`") if "$." in str(err) else ""
+        where = origin.get(field, field)
+        raise ConfigError(f"invalid setting {where}: {err}") from None
+    _validate(cfg, origin)
+    return cfg
+
+
+def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
+    def bad(name: str, why: str) -> ConfigError:
+        return ConfigError(f"invalid setting {origin.get(name, name)}={getattr(cfg, name)!r}: {why}")
+
+    for name in ("near", "idle", "max_ratio"):
+        if not 0 < getattr(cfg, name) <= 10:
+            raise bad(name, "expected a ratio of capacity above 0 (e.g. 0.8)")
+    for name in ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl", "otlp_tick"):
+        if getattr(cfg, name) <= 0:
+            raise bad(name, "expected a positive number of seconds")
+    if cfg.otlp_max_spans < 1:
+        raise bad("otlp_max_spans", "expected at least 1")
+    unknown = [r for r in cfg.resources if r not in RESOURCES]
+    if unknown or not cfg.resources:
+        raise bad("resources", f"expected some of {', '.join(RESOURCES)}")
+    if cfg.metrics_addr and ":" not in cfg.metrics_addr:
+        raise bad("metrics_addr", "expected HOST:PORT, e.g. 127.0.0.1:9464")
+
+
+def literal_choices(name: str) -> tuple[str, ...]:
+    """The allowed values of a Literal-typed field (for argparse ``choices``)."""
+    tp: Any = get_type_hints(Config)[name]
+    return tuple(get_args(tp)) if get_origin(tp) is Literal else ()

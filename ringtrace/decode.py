@@ -1,0 +1,265 @@
+"""Bytes -> :class:`Meta` | :class:`Record` | :class:`Problem`, incrementally.
+
+Pure and synchronous: no I/O, no clock.  The caller (``tail`` or ``summary``) owns the file
+and feeds whatever byte chunks it read, in order; a last line without its newline is held
+back until it is completed, or until :meth:`Decoder.finish` says the file is done.
+Memory is O(longest line + rings), never O(file).
+
+Versions 4, 5 and 6 are read; a newer version is read as 6 with a warning.  In versions 4
+and 5 the heap counters wrap modulo ``heap_max[ring]``; they are unrolled per ring into
+monotonic counters (assuming less than one capacity was allocated between two samples of
+the same ring), so every :class:`Record` carries monotonic heap counters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from ringtrace.records import Meta, Problem, Record
+
+MAX_LINE = 1 << 20
+"""Lines longer than this (1 MiB) are skipped with a ``line_too_long`` error."""
+MAX_DEPTH = 64
+"""The runtime caps depth at 64."""
+SUPPORTED_VERSIONS = range(4, 7)
+DEFAULT_RINGS = 4
+
+Item = Meta | Record | Problem
+
+
+class _RawMeta(msgspec.Struct):
+    version: int
+    fatal: bool = False
+    dropped: int = 0
+    total: int | None = None
+    task_window_max: list[int] = []
+    heap_max: list[int] = []
+    dep_pool_max: list[int] = []
+    tensormap_max: int | None = None
+
+
+class _RawRecord(msgspec.Struct, gc=False):
+    site: str
+    phase: Literal["begin", "end", "task"]
+    depth: int
+    ring: int
+    task_window_start: int
+    task_window_end: int
+    heap_start: int
+    heap_end: int
+    tensormap: int
+    dep_pool_start: int | None = None
+    dep_pool_end: int | None = None
+
+
+_META_DECODER = msgspec.json.Decoder(_RawMeta)
+_RECORD_DECODER = msgspec.json.Decoder(_RawRecord)
+
+
+def _describe(err: Exception) -> str:
+    text = str(err)
+    if isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError):
+        return f"invalid JSON ({text})"
+    return text
+
+
+class Decoder:
+    """Incremental decoder for one run of one file.
+
+    Called from one task or thread only.  ``feed`` and ``finish`` never raise for bad input:
+    every problem comes back as a :class:`Problem` item, in line order with the rest.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self._max_line = max_line
+        self._partial = b""
+        self._skipping = False  # inside an over-long line: drop bytes up to the next newline
+        self.line = 0  # lines seen so far (1-based number of the last complete line)
+        self.meta: Meta | None = None
+        self.records = 0
+        self.parse_errors = 0
+        self._version = 6
+        self._dead = False  # unsupported version: ignore the rest
+        self._crlf_warned = False
+        self._task_warned = False
+        self._wraps = False
+        self._last: dict[int, tuple[int, int, int, int, int, int]] = {}
+        self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as an unfinished last line."""
+        return len(self._partial)
+
+    def feed(self, chunk: bytes) -> list[Item]:
+        """Decode every complete line in ``chunk`` (plus what was held back)."""
+        out: list[Item] = []
+        if not chunk:
+            return out
+        start = 0
+        if self._skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return out
+            self._skipping = False
+            start = nl + 1
+        pieces = chunk[start:].split(b"\n")
+        if self._partial:
+            pieces[0] = self._partial + pieces[0]
+        tail = pieces.pop()
+        for piece in pieces:
+            self._line(piece, out)
+        if len(tail) > self._max_line:
+            self.line += 1
+            self._too_long(out)
+            self._partial = b""
+            self._skipping = True
+        else:
+            self._partial = tail
+        return out
+
+    def finish(self) -> list[Item]:
+        """The file is done: decode a last line that has no newline, and check for emptiness."""
+        out: list[Item] = []
+        if self._partial:
+            piece, self._partial = self._partial, b""
+            self._line(piece, out)
+        self._skipping = False
+        if self.line == 0:
+            self._error(out, 0, "empty_file", "empty file: no metadata line and no records")
+        elif self.meta is not None and self.records == 0 and self.parse_errors == 0:
+            out.append(Problem(0, "metadata_only", "metadata line only: no scope records", "warning"))
+        return out
+
+    # -- one line ---------------------------------------------------------------------------
+
+    def _error(self, out: list[Item], line: int, reason: str, message: str) -> None:
+        self.parse_errors += 1
+        out.append(Problem(line, reason, message))
+
+    def _too_long(self, out: list[Item]) -> None:
+        self._error(out, self.line, "line_too_long", f"line longer than {self._max_line} bytes, skipped")
+
+    def _line(self, raw: bytes, out: list[Item]) -> None:
+        self.line += 1
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+            if not self._crlf_warned:
+                self._crlf_warned = True
+                out.append(Problem(self.line, "crlf", "CRLF line endings, read as LF", "warning"))
+        if self._dead:
+            return
+        if not raw.strip():
+            self._error(out, self.line, "blank_line", "blank line")
+            return
+        if len(raw) > self._max_line:
+            self._too_long(out)
+            return
+        if self.line == 1:
+            self._first_line(raw, out)
+            return
+        self._record(raw, out)
+
+    def _first_line(self, raw: bytes, out: list[Item]) -> None:
+        try:
+            obj: Any = msgspec.json.decode(raw)
+        except msgspec.DecodeError as err:
+            self._error(out, 1, "invalid_json", f"metadata line: {_describe(err)}")
+            return
+        if not isinstance(obj, dict) or "version" not in obj:
+            self._error(out, 1, "no_metadata", "first line is not the metadata line (no \"version\")")
+            if isinstance(obj, dict) and "phase" in obj:
+                self._record(raw, out)
+            return
+        try:
+            m = _META_DECODER.decode(raw)
+        except msgspec.DecodeError as err:
+            self._error(out, 1, "bad_metadata", f"metadata line: {_describe(err)}")
+            return
+        if m.version not in SUPPORTED_VERSIONS:
+            if m.version < SUPPORTED_VERSIONS.start:
+                self._dead = True
+                self._error(out, 1, "unsupported_version",
+                            f"schema version {m.version} is not supported (versions 4-6 are)")
+                return
+            out.append(Problem(1, "newer_version",
+                               f"schema version {m.version} is newer than 6; read as version 6", "warning"))
+        self._version = m.version
+        self._wraps = m.version in (4, 5)
+        if not m.task_window_max or not m.heap_max:
+            out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
+                               "warning"))
+        self.meta = Meta(
+            version=m.version, fatal=m.fatal, dropped=m.dropped, total=m.total,
+            task_window_max=tuple(m.task_window_max), heap_max=tuple(m.heap_max),
+            dep_pool_max=tuple(m.dep_pool_max), tensormap_max=m.tensormap_max,
+        )
+        out.append(self.meta)
+
+    def _record(self, raw: bytes, out: list[Item]) -> None:
+        line = self.line
+        try:
+            r = _RECORD_DECODER.decode(raw)
+        except msgspec.DecodeError as err:
+            if b'"version"' in raw and b'"site"' not in raw:
+                self._error(out, line, "metadata_again",
+                            "a second metadata line: two runs concatenated in one file?")
+            else:
+                self._error(out, line, "invalid_record", _describe(err))
+            return
+        if r.phase == "task":
+            if not self._task_warned:
+                self._task_warned = True
+                out.append(Problem(line, "task_records", '"phase": "task" records are ignored', "warning"))
+            return
+        if not 0 <= r.depth <= MAX_DEPTH:
+            self._error(out, line, "depth_out_of_range", f"depth {r.depth} outside 0..{MAX_DEPTH}")
+            return
+        meta = self.meta
+        rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
+        ring = r.ring
+        if not 0 <= ring < rings:
+            self._error(out, line, "ring_out_of_range",
+                        f"ring {ring} outside the metadata's rings 0..{rings - 1}")
+            return
+        dps, dpe = r.dep_pool_start, r.dep_pool_end
+        if self._version >= 5 and (dps is None or dpe is None):
+            self._error(out, line, "invalid_record",
+                        f"missing dep_pool_start/dep_pool_end (required in version {self._version})")
+            return
+        if self._version == 4:
+            dps = dpe = None
+        hs, he = r.heap_start, r.heap_end
+        if (r.task_window_start < 0 or r.task_window_end < 0 or hs < 0 or he < 0 or r.tensormap < 0
+                or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
+            self._error(out, line, "negative_counter", "a counter is negative")
+            return
+        if self._wraps:
+            hs, he = self._unroll(ring, hs, he)
+        now = (r.task_window_start, r.task_window_end, hs, he, dps or 0, dpe or 0)
+        last = self._last.get(ring)
+        if last is not None and (now[0] < last[0] or now[1] < last[1] or now[2] < last[2]
+                                 or now[3] < last[3] or now[4] < last[4] or now[5] < last[5]):
+            names = ("task_window_start", "task_window_end", "heap_start", "heap_end",
+                     "dep_pool_start", "dep_pool_end")
+            which = next(i for i in range(6) if now[i] < last[i])
+            self._error(out, line, "counter_backwards",
+                        f"{names[which]} went backwards on ring {ring}: {now[which]} after {last[which]}")
+            return
+        self._last[ring] = now
+        self._raw_heap[ring] = r.heap_end
+        self.records += 1
+        out.append(Record(line, r.site, r.phase, r.depth, ring, r.task_window_start, r.task_window_end,
+                          hs, he, dps, dpe, r.tensormap))
+
+    def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
+        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""
+        cap = self.meta.capacity("heap", ring) if self.meta is not None else None
+        if cap is None:
+            return raw_tail, raw_head
+        last_raw = self._raw_heap.get(ring)
+        last = self._last.get(ring)
+        head = raw_head if last_raw is None or last is None else last[3] + (raw_head - last_raw) % cap
+        return head - (raw_head - raw_tail) % cap, head

@@ -1,0 +1,172 @@
+"""Run summary -> findings: the user guide's "Interpret it" table and failure modes (§5, §6).
+
+Pure.  Every finding names the rule, a severity and a message with ring, resource, site and
+numbers, so a person can act on it without opening the file.  Thresholds are settable
+(``Thresholds``, from the configuration) and documented in the README.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ringtrace.records import Finding, OpenScope, Peak, RunSummary
+
+ORCH_ERRORS = {
+    1: ("SCOPE_DEADLOCK", "split the scope, or raise ring_task_window"),
+    2: ("HEAP_RING_DEADLOCK", "scope the intermediates, shrink them, or raise ring_heap"),
+    3: ("FLOW_CONTROL_DEADLOCK", "move the nested submission to another ring"),
+    4: ("DEP_POOL_OVERFLOW", "cut the fanin, or raise ring_dep_pool"),
+    11: ("TENSORMAP_OVERFLOW", "extreme scale: check the tensormap row"),
+}
+
+
+class Thresholds(msgspec.Struct, frozen=True):
+    """Ratios (of capacity) that turn figures into findings."""
+
+    near: float = 0.8
+    """A ring resource at or above this share of its capacity is near capacity."""
+    idle: float = 0.05
+    """At or below this share, a ring counts as idle (for the auto-scope-collapse rule)."""
+
+
+def fmt_amount(resource: str, n: int) -> str:
+    """Bytes for the heap (KiB/MiB/GiB), plain counts otherwise."""
+    if resource != "heap":
+        return f"{n}"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _pct(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{100 * ratio:.0f}%"
+
+
+def diagnose(s: RunSummary, th: Thresholds | None = None) -> tuple[Finding, ...]:
+    """All findings for ``s``, most severe first."""
+    th = th or Thresholds()
+    out: list[Finding] = []
+    if s.wedged:
+        out.append(_wedged(s, s.wedged))
+    meta = s.meta
+    if meta is not None and meta.fatal:
+        out.append(Finding("fatal", "error",
+                           "a fatal was latched mid-run (\"fatal\": true): records after it are diagnostic only"))
+    if meta is not None and meta.dropped > 0:
+        out.append(Finding("dropped", "warning",
+                           f"{meta.dropped} records were dropped by the collector (back-pressure): peaks are "
+                           "lower bounds; re-run with less concurrency before trusting them"))
+    if meta is not None and meta.total is not None and not s.complete and not s.wedged:
+        out.append(Finding("incomplete", "warning",
+                           f"read {s.records} records but the metadata promises {meta.total - meta.dropped} "
+                           f"(total {meta.total} - dropped {meta.dropped}): the file is cut or still being written"))
+    if s.parse_errors:
+        out.append(Finding("parse_errors", "warning",
+                           f"{s.parse_errors} lines could not be read; figures cover the rest"))
+    if (s.unmatched_begins or s.unmatched_ends) and (meta is None or meta.dropped == 0):
+        out.append(Finding("unmatched", "warning",
+                           f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair although "
+                           "nothing was reported dropped"))
+    out.extend(_capacity(s, th))
+    out.extend(_collapse(s, th))
+    if s.max_depth > 3:
+        ring3 = [p for p in s.peaks if p.ring == 3 and p.scopes and (p.high_water_ratio or 0) >= th.near]
+        out.append(Finding("deep_nesting", "warning" if ring3 else "info",
+                           f"scopes nest {s.max_depth} deep; ring 3 is a clamp, so depths 3..{s.max_depth} all "
+                           "share ring 3 and nesting past depth 3 only concentrates pressure there", ring=3))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return tuple(sorted(out, key=lambda f: order[f.severity]))
+
+
+def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for p in s.peaks:
+        if not p.scopes or p.capacity is None:
+            continue
+        where = f"ring {p.ring} {p.resource}"
+        cap = fmt_amount(p.resource, p.capacity)
+        alloc_r, live_r, hw_r = p.alloc_ratio or 0.0, p.live_at_exit_ratio or 0.0, p.high_water_ratio or 0.0
+        if alloc_r >= th.near:
+            out.append(Finding(
+                "near_capacity", "error" if alloc_r >= 1.0 else "warning",
+                f"{where}: scope {p.alloc_site} alone allocated {fmt_amount(p.resource, p.alloc)} of {cap} "
+                f"({_pct(alloc_r)}) and holds it until it exits; at 100% the ring deadlocks. Split the scope, "
+                f"shrink its intermediates, or raise ring_{p.resource}",
+                p.ring, p.resource, p.alloc_site))
+        elif live_r >= th.near:
+            out.append(Finding(
+                "pinned", "warning",
+                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
+                f"scope {p.live_at_exit_site} exits: something long-lived is pinned; shrink the cross-phase "
+                "payload or move it to an outer scope that closes later",
+                p.ring, p.resource, p.live_at_exit_site))
+        elif hw_r >= th.near:
+            out.append(Finding(
+                "streaming", "info",
+                f"{where}: scope {p.high_water_site} reached {fmt_amount(p.resource, p.high_water)} against "
+                f"{cap} ({_pct(hw_r)}) but little is held at exit: it streams and reclaim keeps up (fine)",
+                p.ring, p.resource, p.high_water_site))
+    return out
+
+
+def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
+    """One ring near or over capacity while the others stay near zero."""
+    out: list[Finding] = []
+    for resource in ("heap", "task_window"):
+        peaks = [p for p in s.peaks if p.resource == resource and p.capacity]
+        rings = {p.ring for p in peaks}
+        if len(rings) < 2:
+            continue
+        loaded = [p for p in peaks if p.scopes and (p.high_water_ratio or 0) >= th.near]
+        idle = [p for p in peaks if p not in loaded and (not p.scopes or (p.high_water_ratio or 0) <= th.idle)]
+        if len(loaded) == 1 and len(idle) == len(peaks) - 1:
+            p = loaded[0]
+            others = ", ".join(str(q.ring) for q in idle)
+            out.append(Finding(
+                "auto_scope_collapse", "warning",
+                f"ring {p.ring} carries the {resource} load ({_pct(p.high_water_ratio)} of capacity, peak at "
+                f"{p.high_water_site}) while rings {others} stay under {_pct(th.idle)}: auto-scope collapse or all "
+                "work at one depth; place scopes so the load spreads over rings 0-3 (guide §3)",
+                p.ring, resource, p.high_water_site))
+            break
+    return out
+
+
+def likely_error(s: RunSummary, innermost: OpenScope) -> tuple[int | None, Peak | None, float]:
+    """The orch_error_code a wedge most likely raised, the resource behind it and its fill ratio."""
+    if s.tensormap.capacity and s.tensormap.live / s.tensormap.capacity >= 0.9:
+        return 11, None, s.tensormap.live / s.tensormap.capacity
+    ring = [p for p in s.peaks if p.ring == innermost.ring and p.capacity]
+    if not ring:
+        return None, None, 0.0
+    worst = max(ring, key=lambda p: p.live_ratio or 0.0)
+    ratio = worst.live_ratio or 0.0
+    if ratio <= 0.0:
+        return None, None, 0.0
+    if worst.resource == "heap":
+        return 2, worst, ratio
+    if worst.resource == "dep_pool":
+        return 4, worst, ratio
+    same_ring = sum(1 for o in s.wedged if o.ring == innermost.ring)
+    return (3 if same_ring > 1 else 1), worst, ratio
+
+
+def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...]) -> Finding:
+    inner = wedged[-1]
+    code, peak, ratio = likely_error(s, inner)
+    text = (f"run wedged in scope {inner.site} (depth {inner.depth}, ring {inner.ring}, begin at line "
+            f"{inner.line}); {len(wedged)} scope(s) never closed")
+    if code is not None:
+        name, move = ORCH_ERRORS[code]
+        if peak is not None:
+            held = f"ring {inner.ring} {peak.resource} at {_pct(ratio)} of capacity at the last sample"
+        else:
+            held = f"tensormap at {_pct(ratio)} of capacity"
+        text += f". Likely orch_error_code={code} {name} ({held}): {move}"
+    else:
+        text += (". No counter was near capacity at the last sample (the ring filled after it); "
+                 "look for orch_error_code= in the host log")
+    if s.meta is not None and not s.meta.fatal:
+        text += '. "fatal" is false, as deadlocks leave it'
+    return Finding("wedged", "error", text, inner.ring, peak.resource if peak else None, inner.site)

@@ -1,0 +1,255 @@
+"""Small frozen records passed between the stages.
+
+Data flows one way: ``decode`` turns bytes into :class:`Meta`, :class:`Record` and
+:class:`Problem`; ``pair`` turns records into :class:`Scope` and, at the end of a run,
+a :class:`RunSummary`.  All are immutable ``msgspec.Struct`` values (cheap to build,
+safe to share between sinks); a stage hands them on and never mutates them.
+
+Counter naming follows the file: for each ring resource ``*_start`` is the ring's tail
+(oldest live entry) and ``*_end`` its head (next free entry) at the sample.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+RESOURCES: tuple[str, ...] = ("task_window", "heap", "dep_pool")
+"""The per-ring resources, in report order."""
+
+Phase = Literal["begin", "end"]
+Severity = Literal["info", "warning", "error"]
+
+
+class Labels(msgspec.Struct, frozen=True):
+    """Where a source sits in a build tree (read off its path by ``layout``)."""
+
+    run: str = ""
+    rank: str = ""
+    dispatch: str = ""
+    program: str = ""
+
+
+class Meta(msgspec.Struct, frozen=True):
+    """Line 1 of a file: schema version and the effective ring capacities."""
+
+    version: int
+    fatal: bool
+    dropped: int
+    total: int | None
+    task_window_max: tuple[int, ...]
+    heap_max: tuple[int, ...]
+    dep_pool_max: tuple[int, ...]
+    tensormap_max: int | None
+
+    def capacity(self, resource: str, ring: int) -> int | None:
+        """Capacity of ``resource`` on ``ring``; None when the file does not say (or says 0)."""
+        caps: tuple[int, ...] = getattr(self, f"{resource}_max")
+        if ring < len(caps) and caps[ring] > 0:
+            return caps[ring]
+        return None
+
+
+class Record(msgspec.Struct, frozen=True, gc=False):
+    """One scope-boundary sample.  Heap counters are monotonic (v4/v5 already unrolled).
+
+    ``dep_pool_*`` are None in version 4 files, which have no dep pool.
+    ``line`` is the 1-based line number in the source file.
+    """
+
+    line: int
+    site: str
+    phase: Phase
+    depth: int
+    ring: int
+    task_window_start: int
+    task_window_end: int
+    heap_start: int
+    heap_end: int
+    dep_pool_start: int | None
+    dep_pool_end: int | None
+    tensormap: int
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """Something wrong with the input.  ``line`` is 0 when it concerns the whole file.
+
+    ``reason`` is a short stable key (used in metrics and tests); ``message`` is for people.
+    Errors are counted in ``parse_errors``; warnings are reported but not counted.
+    """
+
+    line: int
+    reason: str
+    message: str
+    severity: Severity = "error"
+
+
+class Usage(msgspec.Struct, frozen=True, gc=False):
+    """One resource's figures for a paired scope (the guide's §5 metrics)."""
+
+    high_water: int  # end.head - begin.tail: scope_high_water
+    live_at_exit: int  # end.head - end.tail: real_occupancy
+    alloc: int  # end.head - begin.head: scope_alloc
+
+
+class Scope(msgspec.Struct, frozen=True, gc=False):
+    """A paired begin/end.  ``usage`` is indexed like :data:`RESOURCES`; None where absent (v4 dep pool)."""
+
+    site: str
+    depth: int
+    ring: int
+    begin_line: int
+    end_line: int
+    parent_line: int  # begin line of the enclosing open scope, 0 at the top
+    usage: tuple[Usage | None, ...]
+
+
+class OpenScope(msgspec.Struct, frozen=True):
+    """A scope whose begin was read and whose end was not (yet)."""
+
+    site: str
+    depth: int
+    ring: int
+    line: int
+
+
+class Peak(msgspec.Struct, frozen=True):
+    """Maxima of one (ring, resource) over the ring's paired scopes."""
+
+    ring: int
+    resource: str
+    capacity: int | None
+    high_water: int
+    high_water_site: str
+    high_water_line: int
+    live_at_exit: int
+    live_at_exit_site: str
+    alloc: int
+    alloc_site: str
+    live: int  # head - tail at the ring's latest boundary record
+    scopes: int  # paired scopes on this ring (0: figures other than ``live`` are not meaningful)
+
+    @property
+    def high_water_ratio(self) -> float | None:
+        return self.high_water / self.capacity if self.capacity else None
+
+    @property
+    def alloc_ratio(self) -> float | None:
+        """The largest single-scope allocation over capacity: held until that scope exits."""
+        return self.alloc / self.capacity if self.capacity else None
+
+    @property
+    def live_at_exit_ratio(self) -> float | None:
+        return self.live_at_exit / self.capacity if self.capacity else None
+
+    @property
+    def live_ratio(self) -> float | None:
+        return self.live / self.capacity if self.capacity else None
+
+
+class TensormapPeak(msgspec.Struct, frozen=True):
+    capacity: int | None
+    peak: int
+    peak_site: str
+    live: int
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """A diagnosis: a named rule, a severity and an actionable message."""
+
+    rule: str
+    severity: Severity
+    message: str
+    ring: int | None = None
+    resource: str | None = None
+    site: str | None = None
+
+
+class RunSummary(msgspec.Struct, frozen=True):
+    """Everything known about one run of one source when it is finished (or right now)."""
+
+    meta: Meta | None
+    records: int
+    scopes: int
+    unmatched_begins: int
+    unmatched_ends: int
+    parse_errors: int
+    peaks: tuple[Peak, ...]
+    tensormap: TensormapPeak
+    wedged: tuple[OpenScope, ...]  # outermost first; the last is where the run wedged
+    max_depth: int
+
+    @property
+    def complete(self) -> bool:
+        """All records the device attempted, less the dropped ones, were read."""
+        m = self.meta
+        return m is not None and m.total is not None and self.records == m.total - m.dropped
+
+
+class Abandoned(msgspec.Struct, frozen=True):
+    """An open scope closed without its end (an unmatched begin), noticed at record ``line``."""
+
+    scope: OpenScope
+    line: int
+
+
+class UnmatchedEnd(msgspec.Struct, frozen=True):
+    """An end record with no open begin to pair with."""
+
+    site: str
+    depth: int
+    ring: int
+    line: int
+
+
+PairEvent = Scope | Abandoned | UnmatchedEnd
+"""What ``Pairer.push`` reports for one record, in the order it happened."""
+
+
+class Source(msgspec.Struct, frozen=True):
+    """One run of one file: ``path`` plus ``generation``, bumped when the file is rewritten in place."""
+
+    path: str
+    labels: Labels = Labels()
+    generation: int = 0
+
+    @property
+    def name(self) -> str:
+        """A short human name: run/rank/dispatch where the path has them, else the path."""
+        lab = self.labels
+        parts = [p for p in (lab.run, f"rank{lab.rank}" if lab.rank else "",
+                             f"d{lab.dispatch}" if lab.dispatch else "") if p]
+        return "/".join(parts) if parts else self.path
+
+
+class RunStarted(msgspec.Struct, frozen=True):
+    """A run began: sent once, when its metadata line (or its first record) was read."""
+
+    source: Source
+    meta: Meta | None
+
+
+class RunProgress(msgspec.Struct, frozen=True):
+    """What one chunk of bytes produced, in file order.  Pair events refer to records by line."""
+
+    source: Source
+    records: tuple[Record, ...]
+    events: tuple[PairEvent, ...]
+    problems: tuple[Problem, ...]
+
+
+FinishReason = Literal["complete", "idle", "rewritten", "deleted", "shutdown", "eof"]
+
+
+class RunFinished(msgspec.Struct, frozen=True):
+    """A run ended; ``summary.wedged`` lists the scopes that never closed."""
+
+    source: Source
+    summary: RunSummary
+    findings: tuple[Finding, ...]
+    reason: FinishReason
+    problems: tuple[Problem, ...] = ()  # the first problems of the run (all are counted in the summary)
+
+
+SinkEvent = RunStarted | RunProgress | RunFinished

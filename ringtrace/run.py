@@ -1,0 +1,99 @@
+"""One run of one source: bytes in, sink events out.  Pure glue of ``decode`` and ``pair``.
+
+The caller (the file reader for ``summary``/``convert``, the tailer for ``watch``) owns the
+file and the clock; it calls :meth:`Run.feed` with each chunk in order and :meth:`Run.finish`
+once, with the reason the run ended.  Nothing here blocks or raises for bad data.
+"""
+
+from __future__ import annotations
+
+from ringtrace.decode import Decoder, Item
+from ringtrace.diagnose import Thresholds, diagnose
+from ringtrace.pair import Pairer
+from ringtrace.records import (
+    FinishReason,
+    Meta,
+    PairEvent,
+    Problem,
+    Record,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    RunSummary,
+    SinkEvent,
+    Source,
+)
+
+KEEP_PROBLEMS = 100
+"""Problems kept for the final report; all are counted."""
+
+
+class Run:
+    """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
+
+    def __init__(self, source: Source, thresholds: Thresholds | None = None) -> None:
+        self.source = source
+        self.thresholds = thresholds or Thresholds()
+        self.decoder = Decoder()
+        self.pairer = Pairer()
+        self.started = False
+        self.problems: list[Problem] = []
+        self.problem_count = 0
+        self.bytes = 0
+        self.finished: RunFinished | None = None
+
+    @property
+    def meta(self) -> Meta | None:
+        return self.decoder.meta
+
+    def feed(self, chunk: bytes) -> list[SinkEvent]:
+        """Decode and pair ``chunk``; returns RunStarted (once) and a RunProgress when anything happened."""
+        self.bytes += len(chunk)
+        return self._consume(self.decoder.feed(chunk))
+
+    def finish(self, reason: FinishReason) -> list[SinkEvent]:
+        """End the run: decode a held-back last line, report wedged scopes and findings."""
+        if self.finished is not None:
+            return []
+        out = self._consume(self.decoder.finish())
+        if not self.started:
+            self.started = True
+            out.insert(0, RunStarted(self.source, self.meta))
+        summary = self.summary(finished=True)
+        self.finished = RunFinished(self.source, summary, diagnose(summary, self.thresholds), reason,
+                                    tuple(self.problems))
+        out.append(self.finished)
+        return out
+
+    def summary(self, finished: bool = False) -> RunSummary:
+        """A snapshot; ``finished`` reports still-open scopes as wedged."""
+        return self.pairer.summary(self.decoder.parse_errors, finished)
+
+    def _consume(self, items: list[Item]) -> list[SinkEvent]:
+        out: list[SinkEvent] = []
+        records: list[Record] = []
+        events: list[PairEvent] = []
+        problems: list[Problem] = []
+        push = self.pairer.push
+        for item in items:
+            if type(item) is Record:
+                records.append(item)
+                ev = push(item)
+                if ev:
+                    events.extend(ev)
+            elif isinstance(item, Meta):
+                self.pairer.meta = item
+                if not self.started:
+                    self.started = True
+                    out.append(RunStarted(self.source, item))
+            elif isinstance(item, Problem):
+                problems.append(item)
+                self.problem_count += 1
+                if len(self.problems) < KEEP_PROBLEMS:
+                    self.problems.append(item)
+        if records and not self.started:
+            self.started = True
+            out.append(RunStarted(self.source, self.meta))
+        if records or events or problems:
+            out.append(RunProgress(self.source, tuple(records), tuple(events), tuple(problems)))
+        return out

@@ -1,0 +1,72 @@
+"""The sink contract and the fan-out.
+
+A sink is three methods, called from one thread (the app's sink worker, or the caller of
+``convert``/``summary``), in event order:
+
+* ``receive(event)``: take one :class:`~ringtrace.records.SinkEvent`.  It must not block for
+  long (no network round trips: hand those to an own worker) and should not raise; events
+  and the records inside them are immutable and may be kept.
+* ``flush()``: push out what is buffered (called before shutdown and at ``--once`` exit).
+* ``close()``: release resources; no calls follow.
+
+:class:`FanOut` delivers each event to every sink and survives a failing one: the failure is
+logged and counted per sink, and the other sinks and the reader carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from ringtrace.records import SinkEvent
+
+log = logging.getLogger("ringtrace.sinks")
+
+
+class Sink(Protocol):
+    """See the module docstring for the contract."""
+
+    name: str
+
+    def receive(self, event: SinkEvent) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FanOut:
+    """Delivers to many sinks; counts and logs each sink's failures (``errors[name]``)."""
+
+    name = "fanout"
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+        self.errors: dict[str, int] = {s.name: 0 for s in self.sinks}
+
+    def _guard(self, sink: Sink, what: str, event: SinkEvent | None = None) -> None:
+        try:
+            if event is None:
+                getattr(sink, what)()
+            else:
+                sink.receive(event)
+        except Exception as err:  # a sink's bug must not stop the reader or the other sinks
+            self.errors[sink.name] = self.errors.get(sink.name, 0) + 1
+            log.error("sink %s failed in %s: %s", sink.name, what, err, exc_info=log.isEnabledFor(logging.DEBUG))
+
+    def receive(self, event: SinkEvent) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "receive", event)
+
+    def receive_all(self, events: Iterable[SinkEvent]) -> None:
+        for event in events:
+            self.receive(event)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "flush")
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "close")

@@ -1,0 +1,122 @@
+"""The summary sink: finished runs -> the per-file report (JSON object or a readable table).
+
+``file_object`` is the one JSON shape of a finished run, shared by ``summary --format json``
+and the events sink.  The sink keeps only :class:`RunFinished` events (O(files) memory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ringtrace.diagnose import fmt_amount
+from ringtrace.records import RunFinished, SinkEvent
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _ratio(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def file_object(fin: RunFinished) -> dict[str, Any]:
+    """The per-file object of ``summary --format json`` (documented in the README)."""
+    s, src = fin.summary, fin.source
+    meta = s.meta
+    return {
+        "path": src.path,
+        "labels": {"run": src.labels.run, "rank": src.labels.rank, "dispatch": src.labels.dispatch,
+                   "program": src.labels.program},
+        "version": meta.version if meta else None,
+        "fatal": meta.fatal if meta else None,
+        "dropped": meta.dropped if meta else None,
+        "total": meta.total if meta else None,
+        "records": s.records,
+        "complete": s.complete,
+        "scopes": s.scopes,
+        "max_depth": s.max_depth,
+        "unmatched_begins": s.unmatched_begins,
+        "unmatched_ends": s.unmatched_ends,
+        "parse_errors": s.parse_errors,
+        "rings": [
+            {"ring": p.ring, "resource": p.resource, "capacity": p.capacity, "high_water": p.high_water,
+             "high_water_site": p.high_water_site, "high_water_ratio": _ratio(p.high_water_ratio),
+             "live_at_exit": p.live_at_exit, "alloc": p.alloc, "alloc_ratio": _ratio(p.alloc_ratio),
+             "scopes": p.scopes}
+            for p in s.peaks if p.scopes
+        ],
+        "tensormap": {"capacity": s.tensormap.capacity, "peak": s.tensormap.peak, "peak_site": s.tensormap.peak_site},
+        "wedged": [{"site": w.site, "depth": w.depth, "ring": w.ring, "line": w.line} for w in s.wedged],
+        "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message} for f in fin.findings],
+        "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
+                     for p in fin.problems],
+    }
+
+
+class SummarySink:
+    """Collects finished runs for a final report.  ``receive`` only appends; never blocks."""
+
+    name = "summary"
+
+    def __init__(self) -> None:
+        self.finished: list[RunFinished] = []
+
+    def receive(self, event: SinkEvent) -> None:
+        if isinstance(event, RunFinished):
+            self.finished.append(event)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": [file_object(f) for f in self.finished]}
+
+    def render_table(self, console: Console) -> None:
+        for fin in self.finished:
+            render_run(console, fin)
+
+
+def render_run(console: Console, fin: RunFinished) -> None:
+    """One run as a header, a per-ring table, wedged scopes and findings."""
+    s, meta = fin.summary, fin.summary.meta
+    head = f"[bold]{fin.source.path}[/bold]"
+    if meta is not None:
+        head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
+                 f"fatal {str(meta.fatal).lower()}  complete {str(s.complete).lower()}")
+    head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
+             f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
+    console.print(head)
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("ring", "resource", "capacity", "high water", "use", "live at exit", "largest alloc", "peak site"):
+        table.add_column(col, justify="left" if col in ("resource", "peak site") else "right")
+    for p in s.peaks:
+        if not p.scopes:
+            continue
+        ratio = p.high_water_ratio
+        use = "n/a" if ratio is None else f"{100 * ratio:.1f}%"
+        style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
+        table.add_row(str(p.ring), p.resource, "?" if p.capacity is None else fmt_amount(p.resource, p.capacity),
+                      fmt_amount(p.resource, p.high_water), f"[{style}]{use}[/]" if style else use,
+                      fmt_amount(p.resource, p.live_at_exit), fmt_amount(p.resource, p.alloc), p.high_water_site)
+    tm = s.tensormap
+    table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), str(tm.peak),
+                  "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", tm.peak_site)
+    console.print(table)
+    if s.wedged:
+        console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
+        for w in s.wedged:
+            console.print(f"    line {w.line}: {w.site}  depth {w.depth}  ring {w.ring}", markup=False)
+    for f in fin.findings:
+        console.print(f"  [{_STYLE[f.severity]}]{f.severity}[/] {f.rule}: ", end="")
+        console.print(f.message, markup=False, highlight=False)
+    for prob in fin.problems[:10]:
+        console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
+                      highlight=False)
+    if s.parse_errors > sum(1 for prob in fin.problems[:10] if prob.severity == "error"):
+        console.print(f"  ({s.parse_errors} parse errors in all)")
+    console.print()
