@@ -25,7 +25,11 @@ def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
     """
     errors: list[str] = []
     for path in files:
-        run = Run(Source(str(path), source_labels(path)), thresholds)
+        try:
+            seen_at = path.stat().st_mtime
+        except OSError:
+            seen_at = 0.0
+        run = Run(Source(str(path), source_labels(path)), thresholds, seen_at)
         try:
             with path.open("rb") as fh:
                 while chunk := fh.read(CHUNK):

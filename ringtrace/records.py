@@ -228,6 +228,7 @@ class RunStarted(msgspec.Struct, frozen=True):
 
     source: Source
     meta: Meta | None
+    seen_at: float = 0.0  # wall-clock seconds when the file was first seen (its mtime for one-shot reads)
 
 
 class RunProgress(msgspec.Struct, frozen=True):

@@ -31,8 +31,9 @@ KEEP_PROBLEMS = 100
 class Run:
     """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
 
-    def __init__(self, source: Source, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0) -> None:
         self.source = source
+        self.seen_at = seen_at
         self.thresholds = thresholds or Thresholds()
         self.decoder = Decoder()
         self.pairer = Pairer()
@@ -58,7 +59,7 @@ class Run:
         out = self._consume(self.decoder.finish())
         if not self.started:
             self.started = True
-            out.insert(0, RunStarted(self.source, self.meta))
+            out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
         summary = self.summary(finished=True)
         self.finished = RunFinished(self.source, summary, diagnose(summary, self.thresholds), reason,
                                     tuple(self.problems))
@@ -85,7 +86,7 @@ class Run:
                 self.pairer.meta = item
                 if not self.started:
                     self.started = True
-                    out.append(RunStarted(self.source, item))
+                    out.append(RunStarted(self.source, item, self.seen_at))
             elif isinstance(item, Problem):
                 problems.append(item)
                 self.problem_count += 1
@@ -93,7 +94,7 @@ class Run:
                     self.problems.append(item)
         if records and not self.started:
             self.started = True
-            out.append(RunStarted(self.source, self.meta))
+            out.append(RunStarted(self.source, self.meta, self.seen_at))
         if records or events or problems:
             out.append(RunProgress(self.source, tuple(records), tuple(events), tuple(problems)))
         return out
