@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -39,18 +40,35 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ringtrace", description="Read the simpler runtime's scope_stats files.")
-    parser.add_argument("--log-level", choices=config_mod.literal_choices("log_level"))
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", choices=config_mod.literal_choices("log_level"), help="default warning")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("summary", help="per-ring peaks, wedged scopes and findings per file")
+    p = sub.add_parser("summary", parents=[common], help="per-ring peaks, wedged scopes and findings per file")
     _add_common(p)
     p.add_argument("--format", choices=config_mod.literal_choices("format"), help="table (default) or json")
 
-    p = sub.add_parser("check", help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
+    p = sub.add_parser("check", parents=[common],
+                       help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
     _add_common(p)
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
+
+    p = sub.add_parser("watch", parents=[common],
+                       help="follow scope_stats files across build trees as they are written")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (searched recursively) or globs")
+    p.add_argument("--once", action="store_true", default=None,
+                   help="read what exists now, finish it, flush sinks and exit")
+    p.add_argument("--poll", action="store_true", default=None, help="poll instead of file-system events")
+    p.add_argument("--poll-interval", type=float, help="seconds between polls in --poll mode (default 0.1)")
+    p.add_argument("--rescan-interval", type=float, help="seconds between safety-net rescans (default 10)")
+    p.add_argument("--idle-timeout", type=float, help="finish a run unchanged for this long (default 30)")
+    p.add_argument("--state-dir", help="remember finished runs across restarts")
+    p.add_argument("--events", metavar="FILE|-", help="write one JSON line per finished run")
+    p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
+    p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
+    p.add_argument("--log-format", choices=config_mod.literal_choices("log_format"))
     return parser
 
 
@@ -150,13 +168,61 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     return EXIT_FAIL if failed else EXIT_OK
 
 
-COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check}
+def build_sinks(cfg: Config) -> list[Sink]:
+    """The sinks ``watch`` feeds, from the configuration."""
+    from ringtrace.sinks.events import EventsSink
+
+    sinks: list[Sink] = []
+    if cfg.events == "-":
+        sinks.append(EventsSink(sys.stdout.buffer))
+    elif cfg.events:
+        sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
+    return sinks
+
+
+def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    import asyncio
+
+    from ringtrace.app import App
+
+    try:
+        sinks = build_sinks(cfg)
+    except OSError as e:
+        _err(err, f"cannot open output: {e}")
+        return EXIT_INPUT
+    fanout = FanOut(sinks)
+    app = App(cfg, list(args.paths), fanout)
+    code = asyncio.run(app.run())
+    for name, count in fanout.errors.items():
+        if count:
+            _err(err, f"sink {name} failed {count} time(s)")
+    return code
+
+
+COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "watch": cmd_watch}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"ts": record.created, "level": record.levelname.lower(), "logger": record.name,
+                           "msg": record.getMessage()})
+
+
+def _setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    text = logging.Formatter("ringtrace: %(levelname)s: %(message)s")
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else text)
+    root = logging.getLogger("ringtrace")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
+    _setup_logging(getattr(args, "log_level", None) or "warning", getattr(args, "log_format", None) or "text")
     out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     try:
         cfg = _config(args)

@@ -53,14 +53,17 @@ class Run:
         return self._consume(self.decoder.feed(chunk))
 
     def finish(self, reason: FinishReason) -> list[SinkEvent]:
-        """End the run: decode a held-back last line, report wedged scopes and findings."""
+        """End the run: decode a held-back last line, report wedged scopes and findings.
+
+        On ``shutdown`` the run did not end by itself, so its open scopes are not called wedged.
+        """
         if self.finished is not None:
             return []
         out = self._consume(self.decoder.finish())
         if not self.started:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
-        summary = self.summary(finished=True)
+        summary = self.summary(finished=reason != "shutdown")
         self.finished = RunFinished(self.source, summary, diagnose(summary, self.thresholds), reason,
                                     tuple(self.problems))
         out.append(self.finished)
