@@ -247,6 +247,10 @@ class Decoder:
             which = next(i for i in range(6) if now[i] < last[i])
             self._error(out, line, "counter_backwards",
                         f"{names[which]} went backwards on ring {ring}: {now[which]} after {last[which]}")
+            # The record is dropped, but it becomes the ring's reference: after one corrupt spike
+            # the following good records must not all read as going backwards.
+            self._last[ring] = now
+            self._raw_heap[ring] = r.heap_end
             return
         self._last[ring] = now
         self._raw_heap[ring] = r.heap_end
