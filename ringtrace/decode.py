@@ -265,5 +265,8 @@ class Decoder:
             return raw_tail, raw_head
         last_raw = self._raw_heap.get(ring)
         last = self._last.get(ring)
-        head = raw_head if last_raw is None or last is None else last[3] + (raw_head - last_raw) % cap
+        if last_raw is None or last is None:  # first sample of the ring: the lap that keeps the tail >= 0
+            head = raw_head + cap if raw_head < raw_tail else raw_head
+        else:
+            head = last[3] + (raw_head - last_raw) % cap
         return head - (raw_head - raw_tail) % cap, head
