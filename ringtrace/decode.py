@@ -9,6 +9,10 @@ Versions 4, 5 and 6 are read; a newer version is read as 6 with a warning.  In v
 and 5 the heap counters wrap modulo ``heap_max[ring]``; they are unrolled per ring into
 monotonic counters (assuming less than one capacity was allocated between two samples of
 the same ring), so every :class:`Record` carries monotonic heap counters.
+
+The runtime writes ``site`` without JSON escaping; a record that is invalid JSON only because
+of its site (a ``"`` in the file name, a UTF-8 character cut by the 31-byte limit) is repaired
+and read, with one ``unescaped_site`` warning per file (not a parse error).
 """
 
 from __future__ import annotations
@@ -58,6 +62,23 @@ _META_DECODER = msgspec.json.Decoder(_RawMeta)
 _RECORD_DECODER = msgspec.json.Decoder(_RawRecord)
 
 
+_SITE_OPEN = b'{"site": "'
+_SITE_CLOSE = b'", "phase": "'
+
+
+def _repair_site(raw: bytes) -> bytes | None:
+    """The runtime writes ``site`` raw: no JSON escaping, basename cut to 31 bytes (maybe inside a
+    UTF-8 character).  Re-encode the bytes between ``{"site": "`` and ``", "phase": "``; None when
+    the line does not have that shape."""
+    if not raw.startswith(_SITE_OPEN):
+        return None
+    end = raw.find(_SITE_CLOSE, len(_SITE_OPEN))
+    if end < 0:
+        return None
+    site = raw[len(_SITE_OPEN):end].decode("utf-8", "replace")
+    return b'{"site": ' + msgspec.json.encode(site) + raw[end + 1:]
+
+
 def _describe(err: Exception) -> str:
     text = str(err)
     if isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError):
@@ -84,6 +105,7 @@ class Decoder:
         self._dead = False  # unsupported version: ignore the rest
         self._crlf_warned = False
         self._task_warned = False
+        self._site_warned = False
         self._wraps = False
         self._last: dict[int, tuple[int, int, int, int, int, int]] = {}
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
@@ -203,12 +225,31 @@ class Decoder:
         try:
             r = _RECORD_DECODER.decode(raw)
         except msgspec.DecodeError as err:
+            fixed = None if isinstance(err, msgspec.ValidationError) else _repair_site(raw)
+            if fixed is not None:
+                try:
+                    r = _RECORD_DECODER.decode(fixed)
+                except msgspec.DecodeError:
+                    pass
+                else:
+                    if not self._site_warned:
+                        self._site_warned = True
+                        out.append(Problem(line, "unescaped_site",
+                                           "site is not valid JSON (a \" or a cut UTF-8 character in the file "
+                                           "name, written unescaped by the runtime); repaired, and so are later "
+                                           "such lines", "warning"))
+                    self._checked(r, line, out)
+                    return
             if b'"version"' in raw and b'"site"' not in raw:
                 self._error(out, line, "metadata_again",
                             "a second metadata line: two runs concatenated in one file?")
             else:
                 self._error(out, line, "invalid_record", _describe(err))
             return
+        self._checked(r, line, out)
+
+    def _checked(self, r: _RawRecord, line: int, out: list[Item]) -> None:
+        """Validate a decoded record against the metadata and the ring's previous sample."""
         if r.phase == "task":
             if not self._task_warned:
                 self._task_warned = True
