@@ -1,0 +1,410 @@
+"""A small simulator of the simpler runtime's four rings, writing ``scope_stats.jsonl`` files.
+
+Modelled on the user guide (§1-§2, §5) and the real files in ``tests/fixtures/samples``:
+
+* scope depth selects the ring, ``ring = min(depth, 3)``; the depth-0 root scope has site
+  ``(unknown):0``, the others ``<program>_orch.cpp:<line>``;
+* every task takes one task-window slot, a heap block and some dep-pool entries on the ring
+  of the scope that submits it; the tensormap counts live tasks (global, ``tensormap_max``);
+* a scope's tasks become reclaimable when the scope ends (consumers are taken as finished);
+  reclaim is strictly FIFO per ring (the tails follow the oldest live task) and happens only
+  when an allocation does not fit (the allocator has to wait).  A ring buffer never fills
+  completely: the task window and the heap hold at most ``cap - 1``; the dep pool ``cap``;
+* when an allocation does not fit even after reclaiming everything reclaimable, the run
+  wedges: recording stops, the open scopes stay open (only their begins are in the file), and
+  the metadata says ``"fatal": false`` unless the scenario asks for a fatal.
+
+Counters as in real files: ``*_start`` is the tail, ``*_end`` the head; the heap counts
+cumulative bytes (version 6) or wraps modulo ``heap_max[ring]`` (versions 4 and 5); the dep
+pool starts at 1 and is absent in version 4.  Deterministic given ``Scenario.seed``.
+
+:func:`simulate` is pure (no I/O): it yields encoded lines, metadata first, so huge files
+stream.  :func:`write_file`, :func:`live_steps`/:func:`write_live` and :func:`write_tree`
+write them like the runtime does; :func:`generate_bytes` makes big benchmark files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections import deque
+from collections.abc import Callable, Iterator
+from itertools import islice, pairwise
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+RINGS = 4
+MIB = 1 << 20
+ROOT_SITE = "(unknown):0"
+Resource = Literal["task_window", "heap", "dep_pool", "tensormap"]
+_ORCH_CODE = {"heap": 2, "dep_pool": 4, "tensormap": 11}
+
+
+class Scenario(msgspec.Struct, frozen=True, kw_only=True):
+    """What to simulate.  ``loops[d]`` child scopes per depth-d scope (nesting = ``len(loops)``);
+    ``tasks[d]`` tasks per depth-d scope, half before its children and half after."""
+
+    name: str = "custom"
+    seed: int = 0
+    program: str = "demo"  # sites are "<program>_orch.cpp:<line>" (basename cut to 31 bytes)
+    version: Literal[4, 5, 6] = 6
+    loops: tuple[int, ...] = (4, 8, 4)  # loops[0]: layers under the root
+    tasks: tuple[int, ...] = (0, 2, 3, 2)
+    sites: int = 2  # distinct sibling sites per depth (alternating), e.g. attention / MoE
+    tensor_bytes: tuple[int, int] = (64 << 10, 4 * MIB)  # heap block per task, min/max (1 KiB steps)
+    growth: float = 0.0  # blocks of layer i are (1 + growth * i) times bigger
+    deps: tuple[int, int] = (0, 4)  # dep-pool entries per task, min/max
+    task_window_max: tuple[int, int, int, int] = (16384,) * 4
+    heap_max: tuple[int, int, int, int] = (256 * MIB,) * 4
+    dep_pool_max: tuple[int, int, int, int] = (16384,) * 4
+    tensormap_max: int = 65536
+    fatal: bool = False  # the metadata says "fatal": true (a latched runtime fatal)
+    drop_rate: float = 0.0  # share of records the collector drops (omitted; counted in "dropped")
+
+    def __post_init__(self) -> None:
+        if len(self.tasks) != len(self.loops) + 1:
+            raise ValueError(f"tasks needs {len(self.loops) + 1} entries (depth 0..{len(self.loops)})")
+        if len(self.loops) > 64 or not 0 <= self.drop_rate < 1 or self.version not in (4, 5, 6):
+            raise ValueError("nesting over 64, drop_rate outside [0, 1) or version not 4-6")
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """How a simulated run ends.  ``ring``/``resource``/``orch_error_code`` are set when it wedged."""
+
+    total: int  # records the device attempted
+    dropped: int
+    wedged: bool
+    ring: int | None = None
+    depth: int | None = None  # depth of the scope whose allocation failed (the innermost open one)
+    resource: Resource | None = None
+    orch_error_code: int | None = None
+
+
+Rec = tuple[str, str, int, int, int, int, int, int, int, int, int]
+"""site, phase, depth, ring, then tail/head of task window, heap and dep pool, then tensormap."""
+
+
+class _Frame:
+    __slots__ = ("closed",)
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
+class _Ring:
+    __slots__ = ("dcap", "dh", "dt", "fifo", "hcap", "hh", "ht", "tcap", "th", "tt")
+
+    def __init__(self, tw: int, heap: int, dep: int) -> None:
+        self.tcap, self.hcap, self.dcap = tw - 1, heap - 1, dep  # usable room (see module docstring)
+        self.tt = self.th = self.ht = self.hh = 0
+        self.dt = self.dh = 1  # dep-pool entry 0 is reserved
+        self.fifo: deque[tuple[_Frame, int, int]] = deque()  # live tasks, oldest first
+
+    def fits(self, nbytes: int, ndeps: int) -> bool:
+        return (self.th + 1 - self.tt <= self.tcap and self.hh + nbytes - self.ht <= self.hcap
+                and self.dh + ndeps - self.dt <= self.dcap)
+
+
+class _Engine:
+    """Runs a scenario once, yielding :data:`Rec` tuples; ``failure`` is set when it wedged."""
+
+    def __init__(self, scn: Scenario) -> None:
+        self.scn = scn
+        self.rng = random.Random(scn.seed)
+        self.rings = [_Ring(scn.task_window_max[i], scn.heap_max[i], scn.dep_pool_max[i]) for i in range(RINGS)]
+        self.tensors = 0
+        self.failure: tuple[int, int, Resource, int] | None = None  # ring, depth, resource, orch_error_code
+        base = f"{scn.program}_orch.cpp"[:31]
+        lines = random.Random(f"{scn.seed}:sites")
+        self.site_names = [[ROOT_SITE]] + [
+            [f"{base}:{40 + 17 * d + 5 * s + lines.randrange(5)}" for s in range(max(1, scn.sites))]
+            for d in range(1, len(scn.loops) + 1)]
+        lo, hi = scn.tensor_bytes
+        self.kib = (max(1, lo >> 10), max(1, hi >> 10) - max(1, lo >> 10) + 1)
+        self.deps = (scn.deps[0], scn.deps[1] - scn.deps[0] + 1)
+
+    def run(self) -> Iterator[Rec]:
+        return self._scope(0, 0, 0)
+
+    def _sample(self, site: str, phase: str, depth: int, rn: int) -> Rec:
+        r = self.rings[rn]
+        return (site, phase, depth, rn, r.tt, r.th, r.ht, r.hh, r.dt, r.dh, self.tensors)
+
+    def _scope(self, depth: int, index: int, layer: int) -> Iterator[Rec]:
+        scn, rn = self.scn, min(depth, RINGS - 1)
+        names = self.site_names[depth]
+        site, frame = names[index % len(names)], _Frame()
+        scale, n = 1.0 + scn.growth * layer, scn.tasks[depth]
+        yield self._sample(site, "begin", depth, rn)
+        if not self._submit(rn, depth, frame, (n + 1) // 2, scale):
+            return
+        if depth < len(scn.loops):
+            for i in range(scn.loops[depth]):
+                yield from self._scope(depth + 1, i, i if depth == 0 else layer)
+                if self.failure is not None:
+                    return
+        if not self._submit(rn, depth, frame, n // 2, scale):
+            return
+        yield self._sample(site, "end", depth, rn)
+        frame.closed = True
+
+    def _submit(self, rn: int, depth: int, frame: _Frame, count: int, scale: float) -> bool:
+        """Allocate ``count`` tasks on ring ``rn``; False (and ``failure`` set) when the run wedges."""
+        ring, rand, fifo = self.rings[rn], self.rng.random, self.rings[rn].fifo
+        k0, kspan = self.kib
+        d0, dspan = self.deps
+        for _ in range(count):
+            nbytes = int((k0 + int(rand() * kspan)) * scale) << 10
+            ndeps = d0 + int(rand() * dspan)
+            if not ring.fits(nbytes, ndeps):
+                self._reclaim(ring)  # the allocator has to wait: reclaim what is reclaimable, oldest first
+                if not ring.fits(nbytes, ndeps):
+                    self.failure = (rn, depth, *self._why(ring, frame, nbytes, ndeps))
+                    return False
+            if self.tensors >= self.scn.tensormap_max:
+                self.failure = (rn, depth, "tensormap", 11)
+                return False
+            fifo.append((frame, nbytes, ndeps))
+            ring.th += 1
+            ring.hh += nbytes
+            ring.dh += ndeps
+            self.tensors += 1
+        return True
+
+    def _reclaim(self, ring: _Ring) -> None:
+        fifo = ring.fifo
+        while fifo and fifo[0][0].closed:
+            _, nbytes, ndeps = fifo.popleft()
+            ring.tt += 1
+            ring.ht += nbytes
+            ring.dt += ndeps
+            self.tensors -= 1
+
+    @staticmethod
+    def _why(ring: _Ring, frame: _Frame, nbytes: int, ndeps: int) -> tuple[Resource, int]:
+        if ring.hh + nbytes - ring.ht > ring.hcap:
+            return "heap", 2
+        if ring.dh + ndeps - ring.dt > ring.dcap:
+            return "dep_pool", 4
+        own = all(f is frame for f, _, _ in ring.fifo)  # one scope filled the window alone
+        return "task_window", 1 if own else 3
+
+
+def _dropper(scn: Scenario) -> Callable[[], bool]:
+    rate, rand = scn.drop_rate, random.Random(f"{scn.seed}:drops").random
+    return (lambda: rand() < rate) if rate > 0 else (lambda: False)
+
+
+def outcome(scn: Scenario) -> Outcome:
+    """Run ``scn`` without encoding: totals and how it ends."""
+    engine, drop = _Engine(scn), _dropper(scn)
+    total = dropped = 0
+    for _ in engine.run():
+        total += 1
+        dropped += drop()
+    if engine.failure is None:
+        return Outcome(total, dropped, False)
+    ring, depth, resource, code = engine.failure
+    return Outcome(total, dropped, True, ring, depth, resource, code)
+
+
+def meta_line(scn: Scenario, out: Outcome) -> bytes:
+    """Line 1, with the keys in the runtime's order for ``scn.version``."""
+    meta: dict[str, object] = {"version": scn.version, "fatal": scn.fatal, "dropped": out.dropped,
+                               "total": out.total, "task_window_max": list(scn.task_window_max),
+                               "heap_max": list(scn.heap_max)}
+    if scn.version >= 5:
+        meta["dep_pool_max"] = list(scn.dep_pool_max)
+    meta["tensormap_max"] = scn.tensormap_max
+    return (json.dumps(meta) + "\n").encode()
+
+
+_HEAD = '{"site": "%s", "phase": "%s", "depth": %d, "ring": %d, "task_window_start": %d, "task_window_end": %d, '
+_V5 = _HEAD + '"heap_start": %d, "heap_end": %d, "dep_pool_start": %d, "dep_pool_end": %d, "tensormap": %d}\n'
+_V4 = _HEAD + '"heap_start": %d, "heap_end": %d, "tensormap": %d}\n'
+
+
+def _formatter(scn: Scenario) -> Callable[[Rec], str]:
+    if scn.version == 6:
+        return _V5.__mod__
+    caps = scn.heap_max
+    if scn.version == 5:
+        return lambda r: _V5 % (*r[:6], r[6] % caps[r[3]], r[7] % caps[r[3]], *r[8:])
+    return lambda r: _V4 % (*r[:6], r[6] % caps[r[3]], r[7] % caps[r[3]], r[10])
+
+
+def _records(scn: Scenario) -> Iterator[Rec]:
+    drop = _dropper(scn)
+    return (rec for rec in _Engine(scn).run() if not drop())
+
+
+def simulate(scn: Scenario) -> Iterator[bytes]:
+    """The file's lines, encoded, metadata first.  Pure; runs the model twice (totals first)."""
+    yield meta_line(scn, outcome(scn))
+    fmt = _formatter(scn)
+    for rec in _records(scn):
+        yield fmt(rec).encode()
+
+
+def blocks(scn: Scenario, lines: int = 4096) -> Iterator[bytes]:
+    """The same bytes as :func:`simulate`, ``lines`` lines per block (the metadata line alone first); faster."""
+    yield meta_line(scn, outcome(scn))
+    fmt, recs = _formatter(scn), _records(scn)
+    while batch := list(islice(recs, lines)):
+        yield "".join(map(fmt, batch)).encode()
+
+
+def write_file(path: str | Path, scn: Scenario) -> int:
+    """Write ``scn`` to ``path`` like the runtime: ``open("w")`` (truncate in place, same inode).
+
+    Streams block by block (memory stays small for any size); returns the bytes written.
+    """
+    size = 0
+    with open(path, "wb") as fh:
+        for block in blocks(scn):
+            size += fh.write(block)
+    return size
+
+
+class Step(msgspec.Struct, frozen=True):
+    """One thing a live writer did: created the file empty, wrote bytes, or closed it."""
+
+    path: Path
+    action: Literal["create", "write", "close"]
+    size: int  # bytes in the file after the step
+    scenario: str
+
+
+def live_steps(path: str | Path, scn: Scenario, *, chunks: int = 3, stream_records: int = 0) -> Iterator[Step]:
+    """Write ``scn`` to ``path`` step by step; the caller waits between steps as it likes.
+
+    Default (``stream_records`` 0), like the runtime: create the file empty (``O_TRUNC``,
+    same inode if it exists), then all bytes in ``chunks`` writes cut at arbitrary byte
+    offsets (mid-line), then close.  With ``stream_records`` N > 0, a streaming writer: the
+    metadata line, then N records per write as they happen.  Each write is one ``write``
+    call (``os.write``), visible to readers when the step is yielded.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    size = 0
+    try:
+        yield Step(path, "create", 0, scn.name)
+        if stream_records > 0:
+            pieces: Iterator[bytes] = blocks(scn, stream_records)
+        else:
+            data = b"".join(blocks(scn))
+            cut = [len(data) * i // max(1, chunks) for i in range(max(1, chunks) + 1)]
+            pieces = (data[a:b] for a, b in pairwise(cut) if b > a)
+        for piece in pieces:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view):]
+            size += len(piece)
+            yield Step(path, "write", size, scn.name)
+    finally:
+        os.close(fd)
+    yield Step(path, "close", size, scn.name)
+
+
+def write_live(path: str | Path, scn: Scenario, *, chunks: int = 3, pause: Callable[[], None],
+               stream_records: int = 0) -> int:
+    """:func:`live_steps`, calling ``pause()`` after the create and after every write; returns the size."""
+    size = 0
+    for step in live_steps(path, scn, chunks=chunks, stream_records=stream_records):
+        size = step.size
+        if step.action != "close":
+            pause()
+    return size
+
+
+def named(name: str, *, seed: int = 0, version: Literal[4, 5, 6] = 6, program: str = "") -> Scenario:
+    """The demo's scenarios: ``healthy``, ``tight``, ``collapse``, ``wedge``, ``fatal``.
+
+    * healthy: an L2 model on the compile-default rings (nothing reclaims, nothing near full);
+    * tight: small rings like the paged-attention sample: reclaim keeps up, rings run near full;
+    * collapse: 6 nesting levels with all work past depth 3 (ring 3 carries everything);
+    * wedge: blocks grow layer by layer until a ring-3 scope cannot fit (HEAP_RING_DEADLOCK);
+    * fatal: the wedge with ``"fatal": true`` in the metadata.
+    """
+    progs = {"healthy": "decode_fwd", "tight": "paged_attention", "collapse": "prefill_fwd", "wedge": "moe_layer",
+             "fatal": "moe_layer"}
+    if name not in progs:
+        raise ValueError(f"unknown scenario {name!r}; expected one of {', '.join(progs)}")
+    base = Scenario(name=name, seed=seed, version=version, program=program or progs[name],
+                    tensor_bytes=(64 << 10, 1 * MIB))
+    if name == "tight":
+        return msgspec.structs.replace(
+            base, loops=(2, 16, 3), tasks=(0, 1, 3, 2), sites=1, tensor_bytes=(1024, 2048), deps=(0, 3),
+            task_window_max=(8, 8, 16, 64), heap_max=(8192, 16384, 32768, 65536), dep_pool_max=(64, 64, 256, 512))
+    if name == "collapse":
+        return msgspec.structs.replace(
+            base, loops=(2, 1, 1, 4, 3, 2), tasks=(0, 0, 0, 0, 2, 2, 3), sites=1, tensor_bytes=(512 << 10, 2 * MIB),
+            heap_max=(64 * MIB,) * 4)
+    if name in ("wedge", "fatal"):
+        return msgspec.structs.replace(
+            base, loops=(6, 2, 3, 2), tasks=(0, 1, 2, 4, 2), tensor_bytes=(1 * MIB, 2 * MIB), growth=0.6,
+            heap_max=(256 * MIB,) * 3 + (24 * MIB,), fatal=name == "fatal")
+    return base
+
+
+NAMES: tuple[str, ...] = ("healthy", "tight", "collapse", "wedge", "fatal")
+
+
+def _interleave(gens: list[Iterator[Step]]) -> Iterator[Step]:
+    """Round-robin over several writers (ranks write their files at the same time)."""
+    live = list(gens)
+    while live:
+        for gen in list(live):
+            step = next(gen, None)
+            if step is None:
+                live.remove(gen)
+            else:
+                yield step
+
+
+def write_tree(root: str | Path, *, ts: str = "20261130_120000", ranks: int = 2, dispatches: int = 2,
+               seed: int = 0, chunks: int = 3) -> Iterator[Step]:
+    """Write an L2 run and an L3 run below ``root/build_output``, one step at a time.
+
+    L2: ``paged_attention_<ts>/dfx_outputs/scope_stats/scope_stats.jsonl`` (the tight scenario).
+    L3: ``moe_l3_<ts>/dfx_outputs/rank<N>/d<K>/scope_stats/scope_stats.jsonl`` for every rank and
+    dispatch (healthy or tight, with ``dispatch_program.json`` beside), the ranks of a dispatch
+    written at the same time; the last rank's last dispatch wedges with ``"fatal": true``.
+    The caller drives the generator and waits between steps (a live demo) or not (tests).
+    """
+    out = Path(root) / "build_output"
+    l2 = out / f"paged_attention_{ts}" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl"
+    yield from live_steps(l2, named("tight", seed=seed), chunks=chunks)
+    l3 = out / f"moe_l3_{ts}" / "dfx_outputs"
+    for k in range(dispatches):
+        gens: list[Iterator[Step]] = []
+        for n in range(ranks):
+            d = l3 / f"rank{n}" / f"d{k}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "dispatch_program.json").write_text(json.dumps({"program": f"moe_layer_{k}"}) + "\n")
+            last = n == ranks - 1 and k == dispatches - 1
+            kind = "fatal" if last else ("healthy", "tight")[(n + k) % 2]
+            scn = named(kind, seed=seed + 100 * k + n, program="moe_layer")
+            gens.append(live_steps(d / "scope_stats" / "scope_stats.jsonl", scn, chunks=chunks))
+        yield from _interleave(gens)
+
+
+def bench_scenario(target_bytes: int, seed: int = 0) -> Scenario:
+    """A healthy-looking model on the default rings with as many layers as make ~``target_bytes``."""
+    probe = Scenario(name="bench", seed=seed, program="deepseek_prefill", loops=(4, 8, 4, 2), tasks=(1, 2, 2, 3, 2))
+    small = sum(map(len, simulate(probe)))
+    bigger = msgspec.structs.replace(probe, loops=(8, *probe.loops[1:]))
+    per_layer = (sum(map(len, simulate(bigger))) - small) / 4
+    layers = max(1, math.ceil(target_bytes / (per_layer * 1.05)))  # counters get longer as the file grows
+    return msgspec.structs.replace(probe, loops=(layers, *probe.loops[1:]))
+
+
+def generate_bytes(target_bytes: int, seed: int = 0) -> Callable[[str | Path], int]:
+    """A writer of a ~``target_bytes`` realistic file for benchmarks: ``generate_bytes(100 << 20)(path)``."""
+    scn = bench_scenario(target_bytes, seed)
+    return lambda path: write_file(path, scn)
