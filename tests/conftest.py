@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -129,7 +130,7 @@ def read_bytes(data: bytes, chunks: Sequence[int] = ()) -> Decoded:
     items: list[Item] = []
     events: list[PairEvent] = []
     cuts = [0, *sorted(chunks), len(data)]
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         items.extend(dec.feed(data[a:b]))
     items.extend(dec.finish())
     for item in items:

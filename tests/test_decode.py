@@ -6,14 +6,15 @@ same cases go through the CLI in ``test_cli.py``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, encode_lines, meta, read_bytes, read_lines, rec, with_totals
 from ringtrace.decode import MAX_LINE, Decoder
 from ringtrace.records import Meta, Problem, Record
+from tests.conftest import SAMPLES, encode_lines, meta, read_bytes, read_lines, rec, with_totals
 
 SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
 WEDGED = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
@@ -23,7 +24,7 @@ def _decode_all(data: bytes, cuts: list[int]) -> list[object]:
     dec = Decoder()
     out: list[object] = []
     bounds = [0, *cuts, len(data)]
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         out.extend(dec.feed(data[a:b]))
     out.extend(dec.finish())
     return out
