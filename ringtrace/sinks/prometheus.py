@@ -1,0 +1,494 @@
+"""The Prometheus sink: live per-run state, read at scrape time by a custom collector.
+
+Threads: :meth:`PrometheusSink.receive` runs on the app's sink thread, :meth:`collect` on the
+HTTP server's threads (via the registry).  One lock guards the state; ``receive`` only does
+small arithmetic under it and never blocks on I/O, and ``collect`` copies what it needs under
+the lock and builds the exposition outside it.
+
+State per source path (the latest generation wins):
+
+* while a run is open, an :class:`Aggregate` folds its :class:`RunProgress` events into the same
+  figures :meth:`Pairer.summary` reports (tested to agree on the sample files);
+* at :class:`RunFinished` the aggregate is replaced by ``summary`` (authoritative) and the run's
+  series stay for ``series_ttl`` seconds of the injected ``clock``, then disappear.  At most
+  ``max_runs`` runs are kept (the oldest finished runs go first), so memory is bounded.
+
+Two sources whose paths give the same ``run``/``rank``/``dispatch`` labels would make
+duplicate series; only the most recently updated of them is exposed.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from ringtrace.records import (
+    RESOURCES,
+    Abandoned,
+    Meta,
+    Peak,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    RunSummary,
+    Scope,
+    SinkEvent,
+    Source,
+    TensormapPeak,
+    UnmatchedEnd,
+)
+
+RUN_LABELS = ("run", "rank", "dispatch")
+RING_LABELS = (*RUN_LABELS, "ring")
+_UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
+_WHAT = {"task_window": "task-window slots", "heap": "heap bytes", "dep_pool": "dep-pool entries"}
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ringtrace")
+    except Exception:  # not installed (running from a source tree)
+        return "unknown"
+
+
+class _RingAgg:
+    """Running maxima of one ring, indexed like RESOURCES (mirrors ``pair._Ring``)."""
+
+    __slots__ = ("alloc", "alloc_site", "hw", "hw_line", "hw_site", "live", "live_exit", "live_exit_site",
+                 "scopes")
+
+    def __init__(self) -> None:
+        self.scopes = 0
+        self.hw = [0, 0, 0]
+        self.hw_site = ["", "", ""]
+        self.hw_line = [0, 0, 0]
+        self.live_exit = [0, 0, 0]
+        self.live_exit_site = ["", "", ""]
+        self.alloc = [0, 0, 0]
+        self.alloc_site = ["", "", ""]
+        self.live = [0, 0, 0]
+
+
+class Aggregate:
+    """One open run's figures folded from its events.  Pure; O(rings) memory.
+
+    :meth:`summary` equals ``Pairer.summary(parse_errors, finished=False)`` for the same run
+    (no wedged list: an open run is not wedged until it is finished).  :attr:`open_scopes`
+    is the number of scopes open after the last record.
+    """
+
+    def __init__(self, meta: Meta | None = None) -> None:
+        self.meta = meta
+        self.rings: dict[int, _RingAgg] = {}
+        self.records = 0
+        self.scopes = 0
+        self.unmatched_begins = 0
+        self.unmatched_ends = 0
+        self.parse_errors = 0
+        self.max_depth = 0
+        self.begins = 0
+        self.tm_peak = -1
+        self.tm_site = ""
+        self.tm_live = 0
+
+    @property
+    def open_scopes(self) -> int:
+        return self.begins - self.scopes - self.unmatched_begins
+
+    def _ring(self, ring: int) -> _RingAgg:
+        agg = self.rings.get(ring)
+        if agg is None:
+            agg = self.rings[ring] = _RingAgg()
+        return agg
+
+    def apply(self, progress: RunProgress) -> None:
+        for rec in progress.records:
+            self.records += 1
+            live = self._ring(rec.ring).live
+            live[0] = rec.task_window_end - rec.task_window_start
+            live[1] = rec.heap_end - rec.heap_start
+            live[2] = rec.dep_pool_end - rec.dep_pool_start if (
+                rec.dep_pool_end is not None and rec.dep_pool_start is not None) else 0
+            self.tm_live = rec.tensormap
+            if rec.tensormap > self.tm_peak:
+                self.tm_peak = rec.tensormap
+                self.tm_site = rec.site
+            if rec.depth > self.max_depth:
+                self.max_depth = rec.depth
+            if rec.phase == "begin":
+                self.begins += 1
+        for ev in progress.events:
+            if type(ev) is Scope:
+                self._scope(ev)
+            elif type(ev) is Abandoned:
+                self.unmatched_begins += 1
+            elif type(ev) is UnmatchedEnd:
+                self.unmatched_ends += 1
+        self.parse_errors += sum(1 for p in progress.problems if p.severity == "error")
+
+    def _scope(self, sc: Scope) -> None:
+        self.scopes += 1
+        ring = self._ring(sc.ring)
+        ring.scopes += 1
+        first = ring.scopes == 1
+        for i, u in enumerate(sc.usage):
+            if u is None:
+                continue
+            if u.high_water > ring.hw[i] or first:
+                ring.hw[i] = u.high_water
+                ring.hw_site[i] = sc.site
+                ring.hw_line[i] = sc.begin_line
+            if u.live_at_exit > ring.live_exit[i] or first:
+                ring.live_exit[i] = u.live_at_exit
+                ring.live_exit_site[i] = sc.site
+            if u.alloc > ring.alloc[i] or first:
+                ring.alloc[i] = u.alloc
+                ring.alloc_site[i] = sc.site
+
+    def summary(self) -> RunSummary:
+        meta = self.meta
+        peaks: list[Peak] = []
+        for ring_no in sorted(self.rings):
+            r = self.rings[ring_no]
+            for i, resource in enumerate(RESOURCES):
+                if resource == "dep_pool" and meta is not None and meta.version == 4:
+                    continue
+                cap = meta.capacity(resource, ring_no) if meta is not None else None
+                peaks.append(Peak(ring_no, resource, cap, r.hw[i], r.hw_site[i], r.hw_line[i], r.live_exit[i],
+                                  r.live_exit_site[i], r.alloc[i], r.alloc_site[i], r.live[i], r.scopes))
+        tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
+        return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
+                          self.parse_errors, tuple(peaks), TensormapPeak(tm_cap, max(self.tm_peak, 0), self.tm_site,
+                                                                         self.tm_live), (), self.max_depth)
+
+
+@dataclass(slots=True)
+class _RunState:
+    source: Source
+    agg: Aggregate
+    updated_at: float
+    final: RunFinished | None = None
+    finished_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """What the collector exposes for one run (a snapshot taken under the lock)."""
+
+    labels: tuple[str, str, str]
+    source: Source
+    summary: RunSummary
+    open_scopes: int
+    updated_at: float
+    reason: str  # finish reason, "" while the run is open
+
+
+@dataclass(slots=True)
+class _SelfCounts:
+    records: int = 0
+    parse_errors: dict[str, int] = field(default_factory=dict)
+    started: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
+    expired: int = 0
+    evicted: int = 0
+    files_watched: int | None = None
+
+
+class PrometheusSink:
+    """A sink keeping live per-run state, exposed on its own :attr:`registry` at scrape time.
+
+    ``sink_errors`` returns failures per sink (``FanOut.errors``); it is read at scrape time.
+    ``clock`` gives wall-clock seconds (the TTL and ``last_update_timestamp``).
+    """
+
+    name = "prometheus"
+
+    def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
+                 clock: Callable[[], float] = time.time,
+                 sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.series_ttl = series_ttl
+        self.max_runs = max_runs
+        self._clock = clock
+        self._sink_errors = sink_errors
+        self._lock = threading.Lock()
+        self._runs: dict[str, _RunState] = {}
+        self._finished: deque[tuple[float, str, _RunState]] = deque()  # finish order
+        self._self = _SelfCounts()
+        self._build = (_version(), platform.python_version())
+        self.registry.register(self)
+
+    # -- sink contract ----------------------------------------------------------------------
+
+    def receive(self, event: SinkEvent) -> None:
+        now = self._clock()
+        with self._lock:
+            if type(event) is RunProgress:
+                self._progress(event, now)
+            elif type(event) is RunStarted:
+                self._started(event, now)
+            elif type(event) is RunFinished:
+                self._finish(event, now)
+            self._expire(now)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def set_files_watched(self, n: int) -> None:
+        """The app reports how many files it follows (``ringtrace_files_watched``)."""
+        with self._lock:
+            self._self.files_watched = n
+
+    # -- state --------------------------------------------------------------------------------
+
+    def _state(self, source: Source, now: float, meta: Meta | None = None) -> _RunState | None:
+        """The state for ``source``: None for an older generation than the one tracked."""
+        st = self._runs.get(source.path)
+        if st is not None and st.source.generation > source.generation:
+            return None
+        if st is None or st.source.generation < source.generation:
+            st = _RunState(source, Aggregate(meta), now)
+            self._runs[source.path] = st
+            self._bound()
+        return st
+
+    def _started(self, ev: RunStarted, now: float) -> None:
+        st = self._runs.get(ev.source.path)
+        if st is not None and st.source.generation == ev.source.generation and st.final is None:
+            st.agg.meta = ev.meta  # a repeated start of the same run: keep the figures
+            return
+        if st is not None and st.source.generation <= ev.source.generation:
+            del self._runs[ev.source.path]  # a new run of the same path replaces the old one
+        self._self.started += 1
+        self._state(ev.source, now, ev.meta)
+
+    def _progress(self, ev: RunProgress, now: float) -> None:
+        counts = self._self
+        counts.records += len(ev.records)
+        for p in ev.problems:
+            if p.severity == "error":
+                counts.parse_errors[p.reason] = counts.parse_errors.get(p.reason, 0) + 1
+        st = self._state(ev.source, now)
+        if st is None or st.final is not None:
+            return
+        st.agg.apply(ev)
+        st.updated_at = now
+
+    def _finish(self, ev: RunFinished, now: float) -> None:
+        self._self.finished[ev.reason] = self._self.finished.get(ev.reason, 0) + 1
+        st = self._state(ev.source, now, ev.summary.meta)
+        if st is None or st.final is not None:
+            return
+        st.final = ev
+        st.finished_at = st.updated_at = now
+        self._finished.append((now, ev.source.path, st))
+
+    def _expire(self, now: float) -> None:
+        """Drop finished runs older than the TTL (finish order is clock order)."""
+        fin = self._finished
+        while fin and fin[0][0] + self.series_ttl <= now:
+            _, path, st = fin.popleft()
+            if self._runs.get(path) is st:
+                del self._runs[path]
+                self._self.expired += 1
+
+    def _bound(self) -> None:
+        """Keep at most ``max_runs``: the oldest finished first, then the least recently updated."""
+        runs = self._runs
+        while len(runs) > self.max_runs and self._finished:
+            _, path, st = self._finished.popleft()
+            if runs.get(path) is st:
+                del runs[path]
+                self._self.evicted += 1
+        if len(runs) > self.max_runs:
+            for path, _ in sorted(runs.items(), key=lambda kv: kv[1].updated_at)[: len(runs) - self.max_runs]:
+                del runs[path]
+                self._self.evicted += 1
+
+    def views(self) -> list[RunView]:
+        """Snapshot of every exposed run (one per label set: the most recently updated)."""
+        with self._lock:
+            self._expire(self._clock())
+            chosen: dict[tuple[str, str, str], _RunState] = {}
+            for st in self._runs.values():
+                lab = st.source.labels
+                key = (lab.run, lab.rank, lab.dispatch)
+                other = chosen.get(key)
+                if other is None or st.updated_at >= other.updated_at:
+                    chosen[key] = st
+            out = []
+            for key, st in chosen.items():
+                if st.final is not None:
+                    s = st.final.summary
+                    out.append(RunView(key, st.source, s, len(s.wedged), st.updated_at, st.final.reason))
+                else:
+                    out.append(RunView(key, st.source, st.agg.summary(), st.agg.open_scopes, st.updated_at, ""))
+            return out
+
+    # -- collector ----------------------------------------------------------------------------
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # unchecked collector: the families depend on the live state
+
+    def collect(self) -> Iterator[Metric]:
+        views = self.views()
+        with self._lock:
+            counts = _SelfCounts(self._self.records, dict(self._self.parse_errors), self._self.started,
+                                 dict(self._self.finished), self._self.expired, self._self.evicted,
+                                 self._self.files_watched)
+            tracked = len(self._runs)
+        yield from run_families(views)
+        yield from self._self_families(counts, tracked)
+
+    def _self_families(self, c: _SelfCounts, tracked: int) -> Iterator[Metric]:
+        yield CounterMetricFamily("ringtrace_records_read", "Scope-boundary records read from all files.",
+                                  value=c.records)
+        pe = CounterMetricFamily("ringtrace_parse_errors", "Input lines that could not be read, by reason.",
+                                 labels=["reason"])
+        for reason, n in sorted(c.parse_errors.items()):
+            pe.add_metric([reason], n)
+        yield pe
+        if c.files_watched is not None:
+            yield GaugeMetricFamily("ringtrace_files_watched", "scope_stats files followed right now.",
+                                    value=c.files_watched)
+        se = CounterMetricFamily("ringtrace_sink_errors", "Failures of an output sink (it was skipped), by sink.",
+                                 labels=["sink"])
+        if self._sink_errors is not None:
+            try:
+                errors = dict(self._sink_errors())
+            except Exception:  # a scrape must not fail because the app is shutting down
+                errors = {}
+            for sink, n in sorted(errors.items()):
+                se.add_metric([sink], n)
+        yield se
+        yield CounterMetricFamily("ringtrace_runs_started", "Runs (source files or rewrites) seen to start.",
+                                  value=c.started)
+        rf = CounterMetricFamily("ringtrace_runs_finished", "Runs finished, by reason.", labels=["reason"])
+        for reason, n in sorted(c.finished.items()):
+            rf.add_metric([reason], n)
+        yield rf
+        yield CounterMetricFamily("ringtrace_runs_expired", "Finished runs whose series were dropped after the TTL.",
+                                  value=c.expired)
+        yield CounterMetricFamily("ringtrace_runs_evicted",
+                                  "Runs dropped early because more than the run limit were tracked.",
+                                  value=c.evicted)
+        yield GaugeMetricFamily("ringtrace_runs_tracked", "Runs whose series are exposed or held right now.",
+                                value=tracked)
+        bi = GaugeMetricFamily("ringtrace_build_info", "ringtrace build: version and Python version (always 1).",
+                               labels=["version", "python_version"])
+        bi.add_metric(list(self._build), 1)
+        yield bi
+
+
+def _b(x: bool) -> float:
+    return 1.0 if x else 0.0
+
+
+def run_families(views: Iterable[RunView]) -> list[Metric]:
+    """Every per-run and per-ring family for ``views`` (pure; families are yielded even when empty)."""
+    fams: dict[str, GaugeMetricFamily] = {}
+
+    def fam(name: str, doc: str, extra: tuple[str, ...] = (), labels: tuple[str, ...] = RING_LABELS
+            ) -> GaugeMetricFamily:
+        f = fams[name] = GaugeMetricFamily(name, doc, labels=[*labels, *extra])
+        return f
+
+    per_res: dict[tuple[str, str], GaugeMetricFamily] = {}
+    for res in RESOURCES:
+        what, unit = _WHAT[res], _UNIT[res]
+        per_res[res, "capacity"] = fam(f"ringtrace_ring_{res}_capacity{unit}",
+                                       f"Capacity of the ring's {what} (the file's metadata).")
+        per_res[res, "high_water"] = fam(f"ringtrace_ring_{res}_high_water{unit}",
+                                         f"Peak scope high water of the ring's {what} (end.head - begin.tail).")
+        per_res[res, "live"] = fam(f"ringtrace_ring_{res}_live{unit}",
+                                   f"Occupied {what} (head - tail) at the ring's latest boundary record.")
+    util = fam("ringtrace_ring_utilization_ratio", "Peak high water / capacity of a ring resource (may exceed 1 "
+               "when a scope streams through reclaim).", ("resource",))
+    pinned = fam("ringtrace_ring_pinned_ratio", "Largest single-scope allocation / capacity: held until that scope "
+                 "exits; at 1 the ring deadlocks.", ("resource",))
+    ring_scopes = fam("ringtrace_ring_scopes", "Paired scopes that ended on this ring.")
+    site = fam("ringtrace_ring_peak_site_info", "The scope site behind a ring ratio (ratio=utilization|pinned); "
+               "always 1.", ("resource", "ratio", "site"))
+    tm_cap = fam("ringtrace_tensormap_capacity", "Entries of the global tensormap.", labels=RUN_LABELS)
+    tm_hw = fam("ringtrace_tensormap_high_water", "Peak tensormap entries at any boundary record.",
+                labels=RUN_LABELS)
+    tm_live = fam("ringtrace_tensormap_live", "Tensormap entries at the latest boundary record.", labels=RUN_LABELS)
+    fatal = fam("ringtrace_run_fatal", "1 when the run latched a fatal (metadata \"fatal\": true).",
+                labels=RUN_LABELS)
+    dropped = fam("ringtrace_run_dropped_records", "Records the collector dropped (peaks are lower bounds).",
+                  labels=RUN_LABELS)
+    complete = fam("ringtrace_run_complete", "1 when every record the device attempted, less dropped, was read.",
+                   labels=RUN_LABELS)
+    scopes = fam("ringtrace_run_scopes", "Paired scopes read so far.", labels=RUN_LABELS)
+    records = fam("ringtrace_run_records", "Boundary records read so far.", labels=RUN_LABELS)
+    finished = fam("ringtrace_run_finished", "1 once the run ended (complete, idle timeout, rewritten, ...).",
+                   labels=RUN_LABELS)
+    open_sc = fam("ringtrace_run_open_scopes", "Scopes open after the latest record (the wedged ones once finished).",
+                  labels=RUN_LABELS)
+    wedged = fam("ringtrace_wedged_scopes", "Scopes that never closed in a finished run (0 while it runs).",
+                 labels=RUN_LABELS)
+    wedged_info = fam("ringtrace_wedged_scope_info", "One series per scope left open by a finished run; always 1.",
+                      ("site", "depth", "ring"), RUN_LABELS)
+    inner_info = fam("ringtrace_wedged_innermost_scope_info", "Where a finished run wedged: its innermost open "
+                     "scope; always 1.", ("site", "depth", "ring"), RUN_LABELS)
+    updated = fam("ringtrace_run_last_update_timestamp_seconds", "When ringtrace last read data of the run.",
+                  labels=RUN_LABELS)
+    info = fam("ringtrace_run_info", "The run's file: path, program, schema version, finish reason; always 1.",
+               ("path", "program", "version", "reason"), RUN_LABELS)
+
+    for v in sorted(views, key=lambda v: v.labels):
+        lab = list(v.labels)
+        s = v.summary
+        for p in s.peaks:
+            rl = [*lab, str(p.ring)]
+            if p.capacity is not None:
+                per_res[p.resource, "capacity"].add_metric(rl, p.capacity)
+            per_res[p.resource, "live"].add_metric(rl, p.live)
+            if not p.scopes:
+                continue  # no paired scope on the ring: peaks are not meaningful
+            per_res[p.resource, "high_water"].add_metric(rl, p.high_water)
+            if p.capacity is not None:
+                util.add_metric([*rl, p.resource], p.high_water / p.capacity)
+                pinned.add_metric([*rl, p.resource], p.alloc / p.capacity)
+                site.add_metric([*rl, p.resource, "utilization", p.high_water_site], 1)
+                site.add_metric([*rl, p.resource, "pinned", p.alloc_site], 1)
+        for ring_no in sorted({p.ring for p in s.peaks}):
+            ring_scopes.add_metric([*lab, str(ring_no)], next(p.scopes for p in s.peaks if p.ring == ring_no))
+        tm = s.tensormap
+        if tm.capacity is not None:
+            tm_cap.add_metric(lab, tm.capacity)
+        tm_hw.add_metric(lab, tm.peak)
+        tm_live.add_metric(lab, tm.live)
+        if s.meta is not None:
+            fatal.add_metric(lab, _b(s.meta.fatal))
+            dropped.add_metric(lab, s.meta.dropped)
+        complete.add_metric(lab, _b(s.complete))
+        scopes.add_metric(lab, s.scopes)
+        records.add_metric(lab, s.records)
+        finished.add_metric(lab, _b(bool(v.reason)))
+        open_sc.add_metric(lab, v.open_scopes)
+        wedged.add_metric(lab, len(s.wedged))
+        for w in s.wedged:
+            wedged_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
+        if s.wedged:
+            w = s.wedged[-1]
+            inner_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
+        updated.add_metric(lab, v.updated_at)
+        info.add_metric([*lab, v.source.path, v.source.labels.program,
+                         str(s.meta.version) if s.meta else "", v.reason], 1)
+    return list(fams.values())
+
+
+__all__ = ["Aggregate", "PrometheusSink", "RunView", "run_families"]
