@@ -9,6 +9,7 @@ events it caused, in order.  One caller at a time (the app's reader thread).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -45,6 +46,7 @@ class Tailer:
         f = self.followers.get(path)
         if f is None:
             f = Follower(path, source_labels(path), self.thresholds)
+            log.info("following %s", path)
             saved = self._saved.pop(str(path), None)
             if saved is not None:
                 f.generation = saved.generation
@@ -81,10 +83,23 @@ class Tailer:
             path = Path(text).absolute()
             f = self.followers.get(path)
             if f is None:
-                if not any(r.matches(path) for r in self.roots) or not path.is_file():
+                if path.is_dir():
+                    # A new directory: files created in it before the watcher saw it send no event.
+                    out += self._new_files(path, now, wall)
+                    continue
+                if not path.is_file() or not any(r.matches(path) for r in self.roots):
                     continue
                 f = self._follower(path)
             out += f.poll(now, wall)
+        return out
+
+    def _new_files(self, directory: Path, now: float, wall: float) -> list[SinkEvent]:
+        out: list[SinkEvent] = []
+        for dirpath, _dirs, names in os.walk(directory):
+            for name in names:
+                path = Path(dirpath, name)
+                if path not in self.followers and any(r.matches(path) for r in self.roots):
+                    out += self._follower(path).poll(now, wall)
         return out
 
     def poll_all(self, now: float, wall: float) -> list[SinkEvent]:

@@ -1,0 +1,193 @@
+"""Follower against a real writer process: split writes, rewrites in place, renames, deletes, idle.
+
+The follower is synchronous and clock-free, so each test drives it step by step: the writer
+process performs one file operation, answers ``ok``, and the test polls the follower with a
+fake monotonic time.  Results are compared with a one-shot read of the same bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from ringtrace.diagnose import Thresholds
+from ringtrace.layout import labels_for
+from ringtrace.readfiles import read_files
+from ringtrace.records import Problem, RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.sinks import FanOut
+from ringtrace.sinks.summary import SummarySink
+from ringtrace.tail.follower import Follower
+from tests._writer import Writer
+from tests.conftest import SAMPLES
+
+PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
+NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
+RANK0 = SAMPLES / "build_output/nested_l3_20261130_102011/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
+
+
+def one_shot(path: Path) -> RunFinished:
+    sink = SummarySink()
+    assert read_files([path], FanOut([sink]), Thresholds()) == []
+    return sink.finished[0]
+
+
+def finished(events: list[SinkEvent]) -> list[RunFinished]:
+    return [e for e in events if isinstance(e, RunFinished)]
+
+
+def errors(events: list[SinkEvent]) -> list[Problem]:
+    return [p for e in events if isinstance(e, RunProgress) for p in e.problems if p.severity == "error"]
+
+
+def follower(path: Path) -> Follower:
+    return Follower(path, labels_for(path), Thresholds())
+
+
+def test_random_split_points_decode_like_one_shot(tmp_path: Path, writer: Writer) -> None:
+    data = PAGED.read_bytes()
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    rng = random.Random(7)
+    splits = sorted(rng.sample(range(1, len(data)), 60))  # cuts inside lines, mostly
+    events: list[SinkEvent] = []
+    now = [0.0]
+
+    def poll() -> None:
+        now[0] += 0.01
+        events.extend(f.poll(now[0], 1000.0))
+
+    writer.write_file(path, data, splits, between=poll)
+    poll()
+    fins = finished(events)
+    assert len(fins) == 1 and fins[0].reason == "complete"
+    assert errors(events) == []  # a half-written line was never parsed early
+    expected = one_shot(PAGED)
+    assert fins[0].summary.peaks == expected.summary.peaks
+    assert fins[0].summary.scopes == expected.summary.scopes == 992
+    assert sum(1 for e in events if isinstance(e, RunStarted)) == 1
+
+
+def test_empty_file_then_big_writes_like_the_runtime(tmp_path: Path, writer: Writer) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    writer.do("open", path=path, mode="w")
+    assert f.poll(0.0, 0.0) == []  # exists, empty: nothing to say yet
+    assert f.active
+    data = NESTED.read_bytes()
+    writer.do("write", data=data[: len(data) // 2])
+    first = f.poll(0.1, 0.0)
+    assert isinstance(first[0], RunStarted) and first[0].meta is not None
+    writer.do("write", data=data[len(data) // 2:])
+    writer.do("close")
+    fins = finished(f.poll(0.2, 0.0))
+    assert [x.reason for x in fins] == ["complete"]
+    assert fins[0].summary.scopes == 681
+    assert f.poll(0.3, 0.0) == []  # finished and unchanged: silent
+
+
+def test_rewrite_in_place_seen_as_shrink(tmp_path: Path, writer: Writer) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    big = NESTED.read_bytes()
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=big[:40_000])  # a run cut short...
+    f.poll(0.0, 0.0)
+    writer.do("open", path=path, mode="w")  # ...then a re-run truncates the same inode
+    ev = f.poll(0.1, 0.0)
+    fins = finished(ev)
+    assert [x.reason for x in fins] == ["rewritten"]
+    assert fins[0].source.generation == 0
+    small = PAGED.read_bytes()
+    writer.do("write", data=small)
+    writer.do("close")
+    fins = finished(f.poll(0.2, 0.0))
+    assert [x.reason for x in fins] == ["complete"]
+    assert fins[0].source.generation == 1
+    assert fins[0].summary.scopes == one_shot(PAGED).summary.scopes
+
+
+def test_rewrite_that_outgrew_the_old_offset_with_identical_first_line(tmp_path: Path, writer: Writer) -> None:
+    """Truncate + regrow between two looks, same metadata line: the guard bytes catch it."""
+    path = tmp_path / "scope_stats.jsonl"
+    data0 = RANK0.read_bytes()
+    lines = data0.splitlines(keepends=True)
+    other = lines[0] + b"".join(reversed(lines[1:]))  # same first line, other content
+    f = follower(path)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=data0[:20_000])
+    f.poll(0.0, 0.0)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=other[:30_000])
+    ev = f.poll(0.1, 0.0)
+    assert [x.reason for x in finished(ev)] == ["rewritten"]
+    assert f.run is not None and f.run.source.generation == 1
+    assert f.offset == 30_000
+
+
+def test_replaced_by_rename_ends_the_run(tmp_path: Path, writer: Writer) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=NESTED.read_bytes()[:10_000])
+    writer.do("close")
+    f.poll(0.0, 0.0)
+    writer.do("copy", src=PAGED, dst=tmp_path / "new.tmp")
+    writer.do("rename", src=tmp_path / "new.tmp", dst=path)
+    ev = f.poll(0.1, 0.0)
+    assert [x.reason for x in finished(ev)] == ["rewritten", "complete"]
+    assert finished(ev)[1].summary.scopes == 992
+
+
+def test_deleted_file_ends_its_run_with_wedged_scopes(tmp_path: Path, writer: Writer) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=NESTED.read_bytes()[:10_000])
+    writer.do("close")
+    f.poll(0.0, 0.0)
+    writer.do("delete", path=path)
+    fins = finished(f.poll(0.1, 0.0))
+    assert [x.reason for x in fins] == ["deleted"]
+    assert fins[0].summary.wedged  # the scopes open at the cut
+    assert f.poll(0.2, 0.0) == []
+
+
+def test_idle_timeout_finishes_a_cut_file(tmp_path: Path, writer: Writer) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    f = follower(path)
+    data = NESTED.read_bytes()
+    cut = data[:12_345]  # ends mid-line
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=cut)
+    f.poll(5.0, 0.0)
+    assert f.idle_for(5.0 + 29.9) < 30
+    assert f.idle_for(35.0) >= 30
+    fins = finished(f.finish("idle"))
+    assert fins[0].reason == "idle"
+    s = fins[0].summary
+    assert not s.complete and s.wedged
+    assert s.parse_errors == 1  # the half line at the cut, read at finish
+    # the file changes again: a new run starts
+    writer.do("write", data=data[12_345:])
+    writer.do("close")
+    fins = finished(f.poll(40.0, 0.0))
+    assert [x.reason for x in fins] == ["complete"]
+
+
+def test_identical_first_lines_in_two_files_are_not_confused(tmp_path: Path, writer: Writer) -> None:
+    a, b = tmp_path / "a" / "scope_stats.jsonl", tmp_path / "b" / "scope_stats.jsonl"
+    writer.do("mkdir", path=a.parent)
+    writer.do("mkdir", path=b.parent)
+    data = NESTED.read_bytes()
+    lines = data.splitlines(keepends=True)
+    writer.do("open", path=a, mode="w")
+    writer.do("write", data=data)
+    writer.do("close")
+    writer.do("open", path=b, mode="w")
+    writer.do("write", data=lines[0] + b"".join(lines[1:200]))
+    writer.do("close")
+    fa, fb = follower(a), follower(b)
+    ra, rb = finished(fa.poll(0, 0)), fb.poll(0, 0)
+    assert ra[0].summary.records == 1362
+    assert fb.run is not None and fb.run.pairer.records == 199
+    assert finished(rb) == []

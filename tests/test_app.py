@@ -1,0 +1,207 @@
+"""``ringtrace watch`` as a real process, fed by a real writer process.
+
+Synchronisation is by conditions with deadlines: the events file (one JSON line per finished
+run) is read until it holds what the test waits for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._writer import Writer, wait_for, writer_fixture
+from tests.conftest import SAMPLES
+
+NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
+PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+class Watch:
+    """A ``ringtrace watch --log-level info`` process; its stderr lines are collected as they come."""
+
+    def __init__(self, root: Path, ev: Path, *extra: str) -> None:
+        self.ev = ev
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ringtrace", "watch", str(root), "--events", str(ev), "--log-level", "info",
+             *extra], stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def following(self, path: Path) -> bool:
+        return any(f"following {path}" in line for line in self.lines)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=10)
+        self._reader.join(timeout=10)
+        return code
+
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def writer() -> Iterator[Writer]:
+    yield from writer_fixture()
+
+
+@pytest.fixture
+def watches() -> Iterator[list[Watch]]:
+    started: list[Watch] = []
+    yield started
+    for w in started:
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.wait()
+
+
+def probe(root: Path, writer: Writer, ev: Path, name: str = "probe") -> None:
+    """Write a small complete file and wait until the watcher reports it: events are flowing."""
+    d = root / name / "scope_stats"
+    writer.do("mkdir", path=d)
+    writer.do("copy", src=SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl",
+              dst=d / "scope_stats.jsonl")
+    wait_for(lambda: any(e["labels"]["run"] == name for e in events(ev)), what="the probe run")
+
+
+def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+    root = tmp_path / "build_output"
+    root.mkdir()
+    ev = tmp_path / "events.jsonl"
+    watches.append(Watch(root, ev, "--idle-timeout", "60", "--rescan-interval", "600"))
+    probe(root, writer, ev)
+    run = root / "nested_l3_20261130_120000" / "dfx_outputs"
+    for rank in range(20):
+        for d in range(10):
+            folder = run / f"rank{rank}" / f"d{d}" / "scope_stats"
+            writer.do("mkdir", path=folder)
+            writer.do("copy", src=PAGED, dst=folder / "scope_stats.jsonl")
+    wait_for(lambda: len(events(ev)) == 201, timeout=60, what="201 finished runs")
+    got = [e for e in events(ev) if e["labels"]["run"] == "nested_l3_20261130_120000"]
+    assert len(got) == 200
+    assert {(e["labels"]["rank"], e["labels"]["dispatch"]) for e in got} == {
+        (str(r), str(d)) for r in range(20) for d in range(10)}
+    assert {e["reason"] for e in got} == {"complete"}
+    assert {e["scopes"] for e in got} == {992}
+
+
+def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: Writer,
+                                                       watches: list[Watch]) -> None:
+    root = tmp_path / "w"
+    root.mkdir()
+    ev = tmp_path / "events.jsonl"
+    w = Watch(root, ev, "--idle-timeout", "600")
+    watches.append(w)
+    probe(root, writer, ev)
+    path = root / "cut" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=path.parent)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=NESTED.read_bytes()[:50_000])
+    writer.do("close")
+    wait_for(lambda: w.following(path), what="the watcher to follow the cut file")
+    # the run is open (not complete, not idle): nothing is emitted for it until shutdown
+    assert w.stop(signal.SIGTERM) == 0
+    cut = [e for e in events(ev) if e["labels"]["run"] == "cut"]
+    assert len(cut) == 1 and cut[0]["reason"] == "shutdown"
+    assert cut[0]["wedged"] == []  # a shutdown does not call open scopes wedged
+    assert cut[0]["records"] > 100
+
+
+def test_once_reads_everything_and_exits(tmp_path: Path) -> None:
+    ev = tmp_path / "ev.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(SAMPLES), "--once", "--events", str(ev)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = events(ev)
+    assert len(got) == 8
+    by_run = {e["labels"]["run"]: e for e in got if not e["labels"]["rank"]}
+    wedged = by_run["NestedScopes_window4_flow_control_deadlock"]["wedged"]
+    assert wedged[-1]["site"] == "nested_dummy_small_orch.cpp:75"
+    assert all(e["reason"] == "complete" for e in got)
+
+
+def test_poll_mode_follows_a_file(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+    root = tmp_path / "w"
+    root.mkdir()
+    ev = tmp_path / "events.jsonl"
+    watches.append(Watch(root, ev, "--poll", "--poll-interval", "0.05", "--rescan-interval", "0.2"))
+    path = root / "run1" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=path.parent)
+    data = PAGED.read_bytes()
+    writer.write_file(path, data, [1000, 50_000, 300_000])
+    wait_for(lambda: len(events(ev)) == 1, what="the run in poll mode")
+    assert events(ev)[0]["scopes"] == 992 and events(ev)[0]["reason"] == "complete"
+    # rewrite in place: a new run of the same path
+    writer.write_file(path, NESTED.read_bytes(), [10])
+    wait_for(lambda: len(events(ev)) == 2, what="the rewritten run")
+    assert events(ev)[1]["scopes"] == 681
+
+
+def test_state_dir_restart_resumes_and_skips_finished(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+    root = tmp_path / "w"
+    shutil.copytree(SAMPLES / "outputs", root)
+    state = tmp_path / "state"
+    ev1 = tmp_path / "ev1.jsonl"
+    w = Watch(root, ev1, "--state-dir", str(state), "--idle-timeout", "600")
+    watches.append(w)
+    wait_for(lambda: len(events(ev1)) == 4, what="the four sample runs")
+    cut = root / "later" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=cut.parent)
+    data = NESTED.read_bytes()
+    writer.do("open", path=cut, mode="w")
+    writer.do("write", data=data[:40_000])
+    wait_for(lambda: w.following(cut), what="the watcher to follow the cut file")
+    assert w.stop() == 0
+    assert [e["reason"] for e in events(ev1) if e["labels"]["run"] == "later"] == ["shutdown"]
+    # the writer finishes the file while ringtrace is down
+    writer.do("write", data=data[40_000:])
+    writer.do("close")
+    ev2 = tmp_path / "ev2.jsonl"
+    w2 = Watch(root, ev2, "--state-dir", str(state), "--idle-timeout", "600")
+    watches.append(w2)
+    wait_for(lambda: len(events(ev2)) >= 1, what="the resumed run")
+    assert w2.stop() == 0
+    got = events(ev2)
+    assert [(e["labels"]["run"], e["reason"], e["records"]) for e in got] == [("later", "complete", 1362)]
+
+
+def test_missing_root_is_watched_once_it_appears(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+    root = tmp_path / "not-yet"
+    ev = tmp_path / "events.jsonl"
+    w = Watch(root, ev, "--rescan-interval", "0.2")
+    watches.append(w)
+    wait_for(lambda: "does not exist" in w.stderr(), what="the warning about the missing root")
+    writer.do("mkdir", path=root / "r" / "scope_stats")
+    writer.do("copy", src=PAGED, dst=root / "r" / "scope_stats" / "scope_stats.jsonl")
+    wait_for(lambda: len(events(ev)) == 1, what="the run under the late root")
+    assert w.stop() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "pipe"), reason="posix only")
+def test_unknown_flag_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tmp_path), "--idle-timeout", "-1"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "idle-timeout" in proc.stderr and "Traceback" not in proc.stderr
