@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -29,6 +30,7 @@ from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.summary import SummarySink
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 MAX_PROBLEMS_SHOWN = 20
 
 
@@ -69,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
     p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
     p.add_argument("--log-format", choices=config_mod.literal_choices("log_format"))
+    p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, metavar="HOST:PORT",
+                   help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
+    p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
+    p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
     return parser
 
 
@@ -184,6 +190,8 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     import asyncio
 
     from ringtrace.app import App
+    from ringtrace.http import MetricsServer, WebConfigError
+    from ringtrace.sinks.prometheus import PrometheusSink
 
     try:
         sinks = build_sinks(cfg)
@@ -191,8 +199,27 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         _err(err, f"cannot open output: {e}")
         return EXIT_INPUT
     fanout = FanOut(sinks)
-    app = App(cfg, list(args.paths), fanout)
-    code = asyncio.run(app.run())
+    server: MetricsServer | None = None
+    prom: PrometheusSink | None = None
+    if cfg.metrics_addr:
+        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors)
+        fanout.add(prom)
+    app = App(cfg, list(args.paths), fanout,
+              on_batch=(lambda _b: prom.set_files_watched(app.tailer.watched)) if prom is not None else None)
+    if prom is not None:
+        try:
+            server = MetricsServer(cfg.metrics_addr, prom.registry, ready=lambda: app.ready,
+                                   web_config=Path(cfg.web_config) if cfg.web_config else None)
+            server.start()
+        except (OSError, WebConfigError) as e:
+            _err(err, f"cannot serve metrics on {cfg.metrics_addr}: {e}")
+            return EXIT_INPUT
+        logging.getLogger("ringtrace").info("serving metrics on %s:%d", server.host, server.port)
+    try:
+        code = asyncio.run(app.run())
+    finally:
+        if server is not None:
+            server.stop()
     for name, count in fanout.errors.items():
         if count:
             _err(err, f"sink {name} failed {count} time(s)")

@@ -45,6 +45,11 @@ class FanOut:
         self.sinks = list(sinks)
         self.errors: dict[str, int] = {s.name: 0 for s in self.sinks}
 
+    def add(self, sink: Sink) -> None:
+        """Add a sink before the first event (used while wiring the app)."""
+        self.sinks.append(sink)
+        self.errors.setdefault(sink.name, 0)
+
     def _guard(self, sink: Sink, what: str, event: SinkEvent | None = None) -> None:
         try:
             if event is None:
