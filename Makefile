@@ -17,7 +17,7 @@ system-deps:
 	bash scripts/system-deps.sh
 
 demo: $(STAMP)
-	$(BIN)/ringtrace summary tests/fixtures/samples
+	$(BIN)/ringtrace demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check ringtrace tests

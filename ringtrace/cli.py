@@ -16,7 +16,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -75,11 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
     p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
+
+    p = sub.add_parser("demo", parents=[common], help="simulate the runtime writing build trees live, and follow them")
+    p.add_argument("--dir", default="", help="where to write the build tree (default: a new temporary folder)")
+    p.add_argument("--pace", type=float, default=0.15, help="seconds between the simulated writer's steps")
+    p.add_argument("--serve", action="store_true", help="keep serving metrics after the demo, until Ctrl-C")
+    p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, default=DEFAULT_METRICS_ADDR,
+                   metavar="HOST:PORT", help=f"serve Prometheus metrics (default {DEFAULT_METRICS_ADDR})")
+    p.add_argument("--idle-timeout", type=float, default=5.0, help="finish a run unchanged for this long")
     return parser
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return config_mod.build({k: v for k, v in vars(args).items() if k not in ("command", "paths")})
+    return config_mod.build({k: v for k, v in vars(args).items()
+                             if k not in ("command", "paths", "dir", "pace", "serve")})
 
 
 def _err(console: Console, text: str) -> None:
@@ -174,59 +182,40 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     return EXIT_FAIL if failed else EXIT_OK
 
 
-def build_sinks(cfg: Config) -> list[Sink]:
-    """The sinks ``watch`` feeds, from the configuration."""
-    from ringtrace.sinks.events import EventsSink
-
-    sinks: list[Sink] = []
-    if cfg.events == "-":
-        sinks.append(EventsSink(sys.stdout.buffer))
-    elif cfg.events:
-        sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
-    return sinks
-
-
 def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     import asyncio
 
-    from ringtrace.app import App
-    from ringtrace.http import MetricsServer, WebConfigError
-    from ringtrace.sinks.prometheus import PrometheusSink
+    from ringtrace.http import WebConfigError
+    from ringtrace.service import assemble
 
     try:
-        sinks = build_sinks(cfg)
-    except OSError as e:
-        _err(err, f"cannot open output: {e}")
+        service = assemble(cfg, list(args.paths))
+        service.start()
+    except (OSError, WebConfigError) as e:
+        _err(err, f"cannot set up outputs: {e}")
         return EXIT_INPUT
-    fanout = FanOut(sinks)
-    server: MetricsServer | None = None
-    prom: PrometheusSink | None = None
-    if cfg.metrics_addr:
-        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors)
-        fanout.add(prom)
-    app = App(cfg, list(args.paths), fanout,
-              on_batch=(lambda _b: prom.set_files_watched(app.tailer.watched)) if prom is not None else None)
-    if prom is not None:
-        try:
-            server = MetricsServer(cfg.metrics_addr, prom.registry, ready=lambda: app.ready,
-                                   web_config=Path(cfg.web_config) if cfg.web_config else None)
-            server.start()
-        except (OSError, WebConfigError) as e:
-            _err(err, f"cannot serve metrics on {cfg.metrics_addr}: {e}")
-            return EXIT_INPUT
-        logging.getLogger("ringtrace").info("serving metrics on %s:%d", server.host, server.port)
     try:
-        code = asyncio.run(app.run())
+        code = asyncio.run(service.app.run())
     finally:
-        if server is not None:
-            server.stop()
-    for name, count in fanout.errors.items():
+        service.stop()
+    for name, count in service.fanout.errors.items():
         if count:
             _err(err, f"sink {name} failed {count} time(s)")
     return code
 
 
-COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "watch": cmd_watch}
+def cmd_demo(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace.demo import run_demo
+    from ringtrace.http import WebConfigError
+
+    try:
+        return run_demo(cfg, args.dir, args.pace, out, args.serve)
+    except (OSError, WebConfigError) as e:
+        _err(err, f"cannot set up outputs: {e}")
+        return EXIT_INPUT
+
+
+COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "watch": cmd_watch, "demo": cmd_demo}
 
 
 class _JsonFormatter(logging.Formatter):

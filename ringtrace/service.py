@@ -1,0 +1,76 @@
+"""Sinks and servers for a watch process, assembled from the configuration.
+
+Used by ``ringtrace watch`` and ``ringtrace demo``: :func:`assemble` builds the fan-out of
+every configured sink, the :class:`App`, and the metrics server (not started).  The caller
+owns the result: ``start()`` before ``app.run()``, ``stop()`` after.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from ringtrace.app import App
+from ringtrace.config import Config
+from ringtrace.http import MetricsServer
+from ringtrace.sinks import FanOut, Sink
+from ringtrace.sinks.events import EventsSink
+from ringtrace.sinks.prometheus import PrometheusSink
+
+log = logging.getLogger("ringtrace")
+
+
+class Service:
+    def __init__(self, app: App, fanout: FanOut, server: MetricsServer | None, notes: list[str]) -> None:
+        self.app = app
+        self.fanout = fanout
+        self.server = server
+        self.notes = notes
+
+    def start(self) -> None:
+        """Start serving metrics (raises OSError when the address is taken)."""
+        if self.server is not None:
+            self.server.start()
+            scheme = "https" if self.server.tls else "http"
+            host = self.server.host if ":" not in self.server.host else f"[{self.server.host}]"
+            url = f"{scheme}://{host}:{self.server.port}/metrics"
+            self.notes.append(f"metrics: {url}")
+            log.info("serving metrics on %s", url)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
+    """The file/network sinks the configuration asks for, and a note per output for people."""
+    sinks: list[Sink] = []
+    notes: list[str] = []
+    if cfg.events == "-":
+        sinks.append(EventsSink(sys.stdout.buffer))
+    elif cfg.events:
+        sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
+        notes.append(f"events: {cfg.events}")
+    return sinks, notes
+
+
+def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> Service:
+    """Everything a watch process needs; raises OSError / WebConfigError for unusable outputs."""
+    sinks, notes = sinks_from_config(cfg)
+    fanout = FanOut([*(extra or []), *sinks])
+    prom: PrometheusSink | None = None
+    if cfg.metrics_addr:
+        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors)
+        fanout.add(prom)
+
+    def watched(_batch: object) -> None:
+        if prom is not None:
+            prom.set_files_watched(app.tailer.watched)
+
+    app = App(cfg, roots, fanout, on_batch=watched)
+    server = None
+    if prom is not None:
+        server = MetricsServer(cfg.metrics_addr, prom.registry, ready=lambda: app.ready,
+                               web_config=Path(cfg.web_config) if cfg.web_config else None)
+    return Service(app, fanout, server, notes)
