@@ -40,20 +40,26 @@ import msgspec
 RINGS = 4
 MIB = 1 << 20
 ROOT_SITE = "(unknown):0"
+Version = Literal[4, 5, 6]
 Resource = Literal["task_window", "heap", "dep_pool", "tensormap"]
 _ORCH_CODE = {"heap": 2, "dep_pool": 4, "tensormap": 11}
 
 
 class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     """What to simulate.  ``loops[d]`` child scopes per depth-d scope (nesting = ``len(loops)``);
-    ``tasks[d]`` tasks per depth-d scope, half before its children and half after."""
+    ``tasks[d]`` tasks per depth-d scope, submitted before its children except a share ``after``.
+
+    With ``after`` 0 (as in the real samples) a wedge always leaves only begin records at the
+    tail of the file; with ``after`` > 0 a scope can wedge after its children have closed.
+    """
 
     name: str = "custom"
     seed: int = 0
     program: str = "demo"  # sites are "<program>_orch.cpp:<line>" (basename cut to 31 bytes)
-    version: Literal[4, 5, 6] = 6
+    version: Version = 6
     loops: tuple[int, ...] = (4, 8, 4)  # loops[0]: layers under the root
     tasks: tuple[int, ...] = (0, 2, 3, 2)
+    after: float = 0.0  # share of a scope's tasks submitted after its children
     sites: int = 2  # distinct sibling sites per depth (alternating), e.g. attention / MoE
     tensor_bytes: tuple[int, int] = (64 << 10, 4 * MIB)  # heap block per task, min/max (1 KiB steps)
     growth: float = 0.0  # blocks of layer i are (1 + growth * i) times bigger
@@ -68,8 +74,8 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if len(self.tasks) != len(self.loops) + 1:
             raise ValueError(f"tasks needs {len(self.loops) + 1} entries (depth 0..{len(self.loops)})")
-        if len(self.loops) > 64 or not 0 <= self.drop_rate < 1 or self.version not in (4, 5, 6):
-            raise ValueError("nesting over 64, drop_rate outside [0, 1) or version not 4-6")
+        if len(self.loops) > 64 or not 0 <= self.drop_rate < 1 or not 0 <= self.after <= 1:
+            raise ValueError("nesting over 64, or drop_rate outside [0, 1), or after outside [0, 1]")
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -139,15 +145,16 @@ class _Engine:
         names = self.site_names[depth]
         site, frame = names[index % len(names)], _Frame()
         scale, n = 1.0 + scn.growth * layer, scn.tasks[depth]
+        post = round(n * scn.after)
         yield self._sample(site, "begin", depth, rn)
-        if not self._submit(rn, depth, frame, (n + 1) // 2, scale):
+        if not self._submit(rn, depth, frame, n - post, scale):
             return
         if depth < len(scn.loops):
             for i in range(scn.loops[depth]):
                 yield from self._scope(depth + 1, i, i if depth == 0 else layer)
                 if self.failure is not None:
                     return
-        if not self._submit(rn, depth, frame, n // 2, scale):
+        if not self._submit(rn, depth, frame, post, scale):
             return
         yield self._sample(site, "end", depth, rn)
         frame.closed = True
@@ -322,7 +329,7 @@ def write_live(path: str | Path, scn: Scenario, *, chunks: int = 3, pause: Calla
     return size
 
 
-def named(name: str, *, seed: int = 0, version: Literal[4, 5, 6] = 6, program: str = "") -> Scenario:
+def named(name: str, *, seed: int = 0, version: Version = 6, program: str = "") -> Scenario:
     """The demo's scenarios: ``healthy``, ``tight``, ``collapse``, ``wedge``, ``fatal``.
 
     * healthy: an L2 model on the compile-default rings (nothing reclaims, nothing near full);
@@ -339,7 +346,7 @@ def named(name: str, *, seed: int = 0, version: Literal[4, 5, 6] = 6, program: s
                     tensor_bytes=(64 << 10, 1 * MIB))
     if name == "tight":
         return msgspec.structs.replace(
-            base, loops=(2, 16, 3), tasks=(0, 1, 3, 2), sites=1, tensor_bytes=(1024, 2048), deps=(0, 3),
+            base, loops=(2, 32, 4), tasks=(0, 1, 3, 2), sites=1, tensor_bytes=(1024, 2048), deps=(0, 3),
             task_window_max=(8, 8, 16, 64), heap_max=(8192, 16384, 32768, 65536), dep_pool_max=(64, 64, 256, 512))
     if name == "collapse":
         return msgspec.structs.replace(

@@ -1,0 +1,351 @@
+"""The simulator, read back through ringtrace's own reader (``read_files`` + sinks).
+
+Checks that the simulated files look like the runtime's (key order, formatting, sites), that
+the reader finds exactly what the model did (records, completeness, wedges and where they
+happened, drops), that the model keeps the guide's ring rules at every record (FIFO lazy
+reclaim, bounded occupancy), and that v4/v5 files with wrapped heap counters unroll to the
+same counters and peaks as the v6 file of the same run — a cross-check of the decoder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ringtrace import sim
+from ringtrace.diagnose import Thresholds
+from ringtrace.layout import find_sources, source_labels
+from ringtrace.readfiles import read_files
+from ringtrace.records import Record, RunFinished, RunProgress, SinkEvent
+from ringtrace.sinks import FanOut
+from ringtrace.sinks.summary import SummarySink
+
+SAMPLE = (Path(__file__).parent / "fixtures" / "samples" / "outputs" /
+          "TestPagedAttention_big16x2048_tight_20261130_101530" / "scope_stats" / "scope_stats.jsonl")
+VERSIONS: tuple[sim.Version, ...] = (4, 5, 6)
+
+
+class Collect:
+    """A sink that keeps every record and the finished run."""
+
+    name = "collect"
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.finished: list[RunFinished] = []
+
+    def receive(self, event: SinkEvent) -> None:
+        if isinstance(event, RunProgress):
+            self.records.extend(event.records)
+        elif isinstance(event, RunFinished):
+            self.finished.append(event)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Read(msgspec.Struct):
+    obj: dict[str, Any]  # the summary --format json file object
+    records: list[Record]
+    finished: RunFinished
+
+
+def read(path: Path) -> Read:
+    summary, collect = SummarySink(), Collect()
+    assert read_files([path], FanOut([summary, collect]), Thresholds()) == []
+    [obj] = summary.to_json()["files"]
+    return Read(obj, collect.records, collect.finished[0])
+
+
+def write(tmp: Path, scn: sim.Scenario, name: str = "") -> Path:
+    path = tmp / (name or f"{scn.name}_v{scn.version}_{scn.seed}") / "scope_stats" / "scope_stats.jsonl"
+    path.parent.mkdir(parents=True)
+    size = sim.write_file(path, scn)
+    assert path.stat().st_size == size
+    return path
+
+
+def check_fifo(records: list[Record], scn: sim.Scenario) -> int:
+    """The ring rules at every record; returns how many times a tail moved (reclaims seen)."""
+    moves = 0
+    prev: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    n = 3 if scn.version >= 5 else 2
+    for r in records:
+        assert r.ring == min(r.depth, 3)
+        tail = (r.task_window_start, r.heap_start, r.dep_pool_start or 0)[:n]
+        head = (r.task_window_end, r.heap_end, r.dep_pool_end or 0)[:n]
+        cap = (scn.task_window_max[r.ring], scn.heap_max[r.ring], scn.dep_pool_max[r.ring])
+        usable = (cap[0] - 1, cap[1] - 1, cap[2])  # a ring buffer never fills completely (dep pool may)
+        for i in range(n):
+            assert 0 <= tail[i] <= head[i], r
+            assert head[i] - tail[i] <= usable[i] <= cap[i], r
+        last = prev.get(r.ring)
+        if last is not None:
+            ltail, lhead = last
+            assert all(a >= b for a, b in zip(tail, ltail, strict=True)), r
+            assert all(a >= b for a, b in zip(head, lhead, strict=True)), r
+            if tail != ltail:
+                moves += 1
+                assert tail[0] > ltail[0], f"one FIFO watermark: tails move with the task window ({r})"
+                assert any(head[i] - ltail[i] > usable[i] for i in range(n)), \
+                    f"a tail moved although every allocation fitted without reclaim ({r})"
+        prev[r.ring] = (tail, head)
+    return moves
+
+
+# -- format --------------------------------------------------------------------------------
+
+
+def _keys(line: bytes) -> list[str]:
+    return list(json.loads(line))
+
+
+def test_lines_look_like_the_runtimes() -> None:
+    real = SAMPLE.read_bytes().splitlines(keepends=True)
+    for version in VERSIONS:
+        lines = list(sim.simulate(sim.named("tight", version=version)))
+        assert all(line.endswith(b"\n") and line.count(b"\n") == 1 for line in lines)
+        # json.dumps default separators, as the runtime writes them
+        assert all(json.dumps(json.loads(line)).encode() + b"\n" == line for line in lines)
+        meta_keys, rec_keys = _keys(real[0]), _keys(real[1])
+        if version == 4:
+            meta_keys.remove("dep_pool_max")
+            rec_keys = [k for k in rec_keys if not k.startswith("dep_pool")]
+        assert _keys(lines[0]) == meta_keys
+        assert all(_keys(line) == rec_keys for line in lines[1:])
+        first = json.loads(lines[1])
+        assert first["site"] == "(unknown):0" and first["depth"] == 0 and first["phase"] == "begin"
+        if version >= 5:
+            assert first["dep_pool_start"] == first["dep_pool_end"] == 1
+        sites = {json.loads(line)["site"] for line in lines[1:]}
+        assert all(s == "(unknown):0" or re.fullmatch(r"paged_attention_orch\.cpp:\d+", s) for s in sites)
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes() -> None:
+    a = b"".join(sim.simulate(sim.named("healthy", seed=1)))
+    assert a == b"".join(sim.simulate(sim.named("healthy", seed=1)))
+    assert a == b"".join(sim.blocks(sim.named("healthy", seed=1), 5))
+    assert a != b"".join(sim.simulate(sim.named("healthy", seed=2)))
+
+
+def test_site_basename_is_cut_to_31_bytes() -> None:
+    scn = sim.Scenario(program="a_very_long_program_name_that_goes_on", loops=(1,), tasks=(0, 1))
+    site = json.loads(list(sim.simulate(scn))[2])["site"]
+    assert site.split(":")[0] == "a_very_long_program_name_that_goes_on_orch.cpp"[:31]
+
+
+def test_bad_scenarios_are_refused() -> None:
+    with pytest.raises(ValueError, match="tasks needs 3"):
+        sim.Scenario(loops=(1, 2), tasks=(1,))
+    with pytest.raises(ValueError, match="unknown scenario"):
+        sim.named("nope")
+
+
+# -- read back -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", sim.NAMES)
+def test_named_scenarios_read_back_consistently(tmp_path: Path, name: str, version: sim.Version) -> None:
+    scn = sim.named(name, version=version)
+    out = sim.outcome(scn)
+    got = read(write(tmp_path, scn))
+    obj = got.obj
+    assert obj["parse_errors"] == 0 and obj["problems"] == []
+    assert (obj["version"], obj["fatal"], obj["dropped"], obj["total"]) == (version, scn.fatal, 0, out.total)
+    assert obj["records"] == out.total and obj["complete"] is True
+    assert obj["unmatched_begins"] == obj["unmatched_ends"] == 0
+    check_fifo(got.records, scn)
+    if not out.wedged:
+        assert obj["wedged"] == [] and obj["scopes"] * 2 == out.total
+        return
+    wedged = obj["wedged"]
+    assert [w["depth"] for w in wedged] == list(range(len(wedged)))  # one open scope per depth, root first
+    inner = wedged[-1]
+    assert (inner["ring"], inner["depth"]) == (out.ring, out.depth)
+    last = got.records[-1]  # only begin records at the tail: the innermost open scope's begin is last
+    assert (last.phase, last.line, last.site) == ("begin", inner["line"], inner["site"])
+    assert obj["scopes"] * 2 + len(wedged) == out.total
+    finding = next(f for f in obj["findings"] if f["rule"] == "wedged")
+    assert f"orch_error_code={out.orch_error_code} " in finding["message"]
+
+
+def test_tight_rings_reclaim_and_default_rings_do_not(tmp_path: Path) -> None:
+    tight = sim.named("tight")
+    assert check_fifo(read(write(tmp_path, tight)).records, tight) > 20
+    healthy = sim.named("healthy")
+    assert check_fifo(read(write(tmp_path, healthy)).records, healthy) == 0  # reclaim only when it must
+
+
+def test_wedge_is_a_heap_deadlock_on_ring_3_and_fatal_says_so(tmp_path: Path) -> None:
+    wedge, fatal = sim.outcome(sim.named("wedge")), sim.outcome(sim.named("fatal"))
+    assert (wedge.wedged, wedge.ring, wedge.resource, wedge.orch_error_code) == (True, 3, "heap", 2)
+    assert fatal == wedge
+    assert read(write(tmp_path, sim.named("wedge"))).obj["fatal"] is False  # deadlocks leave fatal false
+    assert read(write(tmp_path, sim.named("fatal"))).obj["fatal"] is True
+
+
+def test_collapse_loads_ring_3_only(tmp_path: Path) -> None:
+    obj = read(write(tmp_path, sim.named("collapse"))).obj
+    heap = {r["ring"]: r for r in obj["rings"] if r["resource"] == "heap"}
+    assert heap[3]["high_water_ratio"] >= 0.8
+    assert all(heap[r]["high_water"] == 0 for r in (0, 1, 2))
+    assert "auto_scope_collapse" in {f["rule"] for f in obj["findings"]}
+
+
+@pytest.mark.parametrize("name", ["healthy", "tight"])
+def test_dropped_records(tmp_path: Path, name: str) -> None:
+    scn = msgspec.structs.replace(sim.named(name, seed=3), drop_rate=0.05)
+    out = sim.outcome(scn)
+    assert out.dropped > 0
+    got = read(write(tmp_path, scn))
+    obj = got.obj
+    assert (obj["dropped"], obj["total"]) == (out.dropped, out.total)
+    assert obj["records"] == out.total - out.dropped and obj["complete"] is True
+    assert obj["unmatched_begins"] + obj["unmatched_ends"] > 0
+    assert "dropped" in {f["rule"] for f in obj["findings"]}
+    check_fifo(got.records, scn)  # what is left still keeps the ring rules
+
+
+def _wrap_equal(v6: Read, other: Read, version: int) -> None:
+    """v4/v5 records unroll to exactly the v6 counters; peaks agree."""
+    assert len(other.records) == len(v6.records)
+    for a, b in zip(v6.records, other.records, strict=True):
+        if version == 4:
+            a = msgspec.structs.replace(a, dep_pool_start=None, dep_pool_end=None)
+        assert a == b
+    resources = ("task_window", "heap", "dep_pool") if version == 5 else ("task_window", "heap")
+    assert [r for r in v6.obj["rings"] if r["resource"] in resources] == other.obj["rings"]
+    assert v6.obj["wedged"] == other.obj["wedged"] and v6.obj["tensormap"] == other.obj["tensormap"]
+
+
+@pytest.mark.parametrize("name", ["tight", "collapse", "wedge"])
+def test_wrapped_heaps_unroll_to_the_v6_counters(tmp_path: Path, name: str) -> None:
+    v6 = read(write(tmp_path, sim.named(name, version=6)))
+    heaps = [r for r in v6.records if r.heap_end >= sim.named(name).heap_max[r.ring]]
+    assert heaps, "the scenario must wrap its heap for the test to mean anything"
+    for version in (4, 5):
+        raw = [json.loads(line) for line in list(sim.simulate(sim.named(name, version=version)))[1:]]
+        assert all(r["heap_end"] < sim.named(name).heap_max[r["ring"]] for r in raw)  # really wrapped
+        _wrap_equal(v6, read(write(tmp_path, sim.named(name, version=version))), version)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> sim.Scenario:
+    depth = draw(st.integers(1, 5))
+    loops = tuple(draw(st.lists(st.integers(1, 5), min_size=depth, max_size=depth)))
+    tasks = tuple(draw(st.lists(st.integers(0, 4), min_size=depth + 1, max_size=depth + 1)))
+    tw = draw(st.tuples(*[st.integers(3, 40)] * 4))
+    heap = draw(st.tuples(*[st.integers(6000, 80000)] * 4))  # odd sizes: wrap modulo any capacity
+    dep = draw(st.tuples(*[st.integers(8, 80)] * 4))
+    lo = draw(st.integers(1, 3))
+    dlo = draw(st.integers(0, 1))
+    return sim.Scenario(
+        name="random", seed=draw(st.integers(0, 2**31)), loops=loops, tasks=tasks, sites=draw(st.integers(1, 3)),
+        tensor_bytes=(lo << 10, (lo + draw(st.integers(0, 3))) << 10), growth=draw(st.sampled_from([0.0, 0.25])),
+        deps=(dlo, dlo + draw(st.integers(0, 2))), after=draw(st.sampled_from([0.0, 0.5])),
+        task_window_max=tw, heap_max=heap, dep_pool_max=dep,
+        tensormap_max=draw(st.sampled_from([40, 65536])))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scn=scenarios())
+def test_random_runs_read_back_exactly(scn: sim.Scenario) -> None:
+    out = sim.outcome(scn)
+    with tempfile.TemporaryDirectory() as tmp:
+        reads = {v: read(write(Path(tmp), msgspec.structs.replace(scn, version=v))) for v in VERSIONS}
+    v6 = reads[6]
+    assert v6.obj["parse_errors"] == 0 and v6.obj["problems"] == []
+    assert v6.obj["records"] == out.total and v6.obj["complete"]
+    assert v6.obj["unmatched_begins"] == v6.obj["unmatched_ends"] == 0
+    check_fifo(v6.records, scn)
+    if out.wedged:
+        inner = v6.obj["wedged"][-1]
+        assert (inner["ring"], inner["depth"]) == (out.ring, out.depth)
+        after = [r for r in v6.records if r.line > inner["line"]]  # only its closed children follow its begin
+        assert all(r.depth > inner["depth"] for r in after)
+        assert scn.after > 0 or after == []
+    else:
+        assert v6.obj["wedged"] == []
+    for version in (4, 5):
+        assert reads[version].obj["parse_errors"] == 0
+        _wrap_equal(v6, reads[version], version)
+
+
+# -- writers -----------------------------------------------------------------------------------
+
+
+def test_write_file_truncates_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    sim.write_file(path, sim.named("healthy"))
+    inode = path.stat().st_ino
+    size = sim.write_file(path, sim.named("wedge"))
+    assert path.stat().st_ino == inode and path.stat().st_size == size
+    assert path.read_bytes() == b"".join(sim.simulate(sim.named("wedge")))
+
+
+def test_live_writer_like_the_runtime(tmp_path: Path) -> None:
+    path = tmp_path / "scope_stats" / "scope_stats.jsonl"
+    scn = sim.named("tight")
+    want = b"".join(sim.simulate(scn))
+    steps = []
+    for step in sim.live_steps(path, scn, chunks=4):
+        assert path.stat().st_size == step.size  # each step is on disk when it is yielded
+        steps.append(step)
+    assert [s.action for s in steps] == ["create", "write", "write", "write", "write", "close"]
+    assert steps[0].size == 0 and steps[-1].size == len(want) and path.read_bytes() == want
+    cuts = [s.size for s in steps[1:-1]]
+    assert any(want[c - 1:c] != b"\n" for c in cuts[:-1])  # big writes cut lines anywhere
+
+
+def test_streaming_writer_and_pauses(tmp_path: Path) -> None:
+    path = tmp_path / "scope_stats.jsonl"
+    scn = sim.named("wedge")
+    pauses: list[int] = []
+    size = sim.write_live(path, scn, pause=lambda: pauses.append(path.stat().st_size), stream_records=10)
+    lines = list(sim.simulate(scn))
+    assert path.read_bytes() == b"".join(lines) and size == path.stat().st_size
+    assert pauses[0] == 0 and pauses[1] == len(lines[0])  # empty, then the metadata line alone
+    assert len(pauses) == 2 + -(-(len(lines) - 1) // 10)
+    assert all(b"".join(lines)[p - 1:p] == b"\n" for p in pauses[1:])  # a streaming writer writes whole lines
+
+
+def test_write_tree_layouts_and_outcomes(tmp_path: Path) -> None:
+    steps = list(sim.write_tree(tmp_path, ranks=3, dispatches=2, chunks=2))
+    files, errors = find_sources([str(tmp_path)])
+    assert errors == [] and len(files) == 1 + 3 * 2
+    assert sum(s.action == "close" for s in steps) == len(files)
+    # the ranks of one dispatch are written at the same time: their steps interleave
+    l3 = [s.path for s in steps if "rank" in str(s.path)]
+    assert l3[0] != l3[1]
+    for path in files:
+        labels = source_labels(path)
+        obj = read(path).obj
+        assert obj["parse_errors"] == 0 and obj["complete"]
+        if labels.rank:
+            assert labels.run.startswith("moe_l3_") and labels.program == f"moe_layer_{labels.dispatch}"
+            last = (labels.rank, labels.dispatch) == ("2", "1")
+            assert obj["fatal"] is last and bool(obj["wedged"]) is last
+        else:
+            assert labels.run.startswith("paged_attention_") and obj["wedged"] == [] and not obj["fatal"]
+
+
+def test_generate_bytes_hits_the_target(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    size = sim.generate_bytes(3 << 20, seed=5)(path)
+    assert 0.9 * (3 << 20) <= size <= 1.1 * (3 << 20) and size == os.path.getsize(path)
+    got = read(path)
+    assert got.obj["complete"] and got.obj["wedged"] == [] and got.obj["parse_errors"] == 0
+    assert check_fifo(got.records, sim.bench_scenario(3 << 20, seed=5)) > 0  # realistic: rings do reclaim
