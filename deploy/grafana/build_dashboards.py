@@ -1,0 +1,325 @@
+"""Writes the two Grafana dashboards in this folder (run it after editing; a test checks they match).
+
+    python deploy/grafana/build_dashboards.py
+
+* ``ringtrace-overview.json``: the cluster: runs x rings utilization and pinned ratios, wedged and
+  fatal runs, worst sites, the exporters themselves.
+* ``ringtrace-run.json``: one run drill-down (``run`` and ``rank`` variables): per rank, ring and
+  resource, with capacities, live occupancy, tensormap, wedged scopes and peak sites.
+
+Every query uses the ``datasource`` variable; only ``$run``, ``$rank``, ``$instance`` and
+``$__rate_interval`` appear in expressions (the test substitutes them and has promtool parse
+every expression as a recording rule).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+OVERVIEW_UID = "ringtrace-overview"
+RUN_UID = "ringtrace-run"
+RUN_SEL = 'run=~"$run", rank=~"$rank"'
+RESOURCES = (("task_window", "", "none", "task-window slots"), ("heap", "_bytes", "bytes", "heap"),
+             ("dep_pool", "", "none", "dep-pool entries"))
+
+
+class Layout:
+    """Places panels left to right in a 24-column grid and numbers them."""
+
+    def __init__(self) -> None:
+        self.x = self.y = self.row_h = 0
+        self.next_id = 1
+        self.panels: list[dict[str, Any]] = []
+
+    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        panel = {"id": self.next_id, "gridPos": {"x": self.x, "y": self.y, "w": w, "h": h}, **panel}
+        self.next_id += 1
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        self.panels.append(panel)
+
+    def row(self, title: str) -> None:
+        self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
+        self.x, self.y, self.row_h = 0, self.y + 1, 0
+
+
+def target(expr: str, ref: str = "A", legend: str = "", instant: bool = False, table: bool = False
+           ) -> dict[str, Any]:
+    t: dict[str, Any] = {"datasource": DS, "refId": ref, "expr": expr, "range": not instant, "instant": instant}
+    if legend:
+        t["legendFormat"] = legend
+    if table:
+        t["format"] = "table"
+    return t
+
+
+def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
+    return {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in steps]}
+
+
+RATIO_STEPS = thresholds((None, "green"), (0.8, "orange"), (0.95, "red"))
+
+
+def stat(title: str, expr: str, desc: str, steps: dict[str, Any] | None = None, unit: str = "none",
+         link: str = "") -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit, "thresholds": steps or thresholds((None, "green")),
+                                "color": {"mode": "thresholds"}}
+    if link:
+        defaults["links"] = [{"title": "open", "url": link}]
+    return {"type": "stat", "title": title, "description": desc, "datasource": DS,
+            "targets": [target(expr, instant=True)],
+            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "colorMode": "background", "graphMode": "none", "textMode": "value"},
+            "fieldConfig": {"defaults": defaults, "overrides": []}}
+
+
+def timeseries(title: str, targets: list[dict[str, Any]], desc: str, unit: str = "none",
+               steps: dict[str, Any] | None = None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0,
+                                                         "showPoints": "never", "spanNulls": False}}
+    if steps:
+        defaults["thresholds"] = steps
+        defaults["custom"]["thresholdsStyle"] = {"mode": "line"}
+    return {"type": "timeseries", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "options": {"legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull", "max"]},
+                        "tooltip": {"mode": "multi", "sort": "desc"}},
+            "fieldConfig": {"defaults": defaults, "overrides": []}}
+
+
+def table(title: str, targets: list[dict[str, Any]], desc: str, transformations: list[dict[str, Any]],
+          unit: str = "none", steps: dict[str, Any] | None = None, cell: str = "auto",
+          overrides: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit, "custom": {"align": "auto", "cellOptions": {"type": cell}}}
+    if steps:
+        defaults["thresholds"] = steps
+        defaults["color"] = {"mode": "thresholds"}
+    return {"type": "table", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "transformations": transformations, "options": {"showHeader": True, "cellHeight": "sm"},
+            "fieldConfig": {"defaults": defaults, "overrides": overrides or []}}
+
+
+def bargauge(title: str, expr: str, legend: str, desc: str, unit: str = "percentunit") -> dict[str, Any]:
+    return {"type": "bargauge", "title": title, "description": desc, "datasource": DS,
+            "targets": [target(expr, legend=legend, instant=True)],
+            "options": {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
+                        "valueMode": "color", "namePlacement": "left", "sizing": "auto",
+                        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+            "fieldConfig": {"defaults": {"unit": unit, "min": 0, "max": 1, "thresholds": RATIO_STEPS,
+                                         "color": {"mode": "thresholds"}}, "overrides": []}}
+
+
+def hide(*names: str) -> dict[str, Any]:
+    return {"id": "organize", "options": {"excludeByName": dict.fromkeys(names, True), "renameByName": {}}}
+
+
+def ds_var() -> dict[str, Any]:
+    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+            "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []}
+
+
+def query_var(name: str, query: str, label: str, multi: bool = True) -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": f"{name}-var"}, "definition": query, "refresh": 2, "sort": 1,
+            "multi": multi, "includeAll": multi, "allValue": ".*" if multi else None, "current": {},
+            "hide": 0, "regex": "", "options": []}
+
+
+def dashboard(uid: str, title: str, desc: str, panels: list[dict[str, Any]], variables: list[dict[str, Any]],
+              links: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"uid": uid, "title": title, "description": desc, "tags": ["ringtrace"], "timezone": "",
+            "editable": True, "graphTooltip": 1, "schemaVersion": 39, "version": 1, "refresh": "30s",
+            "time": {"from": "now-3h", "to": "now"}, "timepicker": {}, "fiscalYearStartMonth": 0,
+            "liveNow": False, "annotations": {"list": []}, "links": links, "panels": panels,
+            "templating": {"list": variables}}
+
+
+def overview() -> dict[str, Any]:
+    lay = Layout()
+    run_link = f"/d/{RUN_UID}/ringtrace-run?var-run=${{__data.fields.run}}&${{datasource:queryparam}}"
+    lay.row("Runs")
+    lay.add(stat("Runs exposed", 'count(count by (run, rank, dispatch) (ringtrace_run_scopes{instance=~"$instance"}))',
+                 "Runs (run x rank x dispatch) whose series are exposed: open, or finished less than "
+                 "--series-ttl ago."), 4, 4)
+    lay.add(stat("Open runs", 'count(ringtrace_run_finished{instance=~"$instance"} == 0) or vector(0)',
+                 "Runs still being written or followed."), 4, 4)
+    lay.add(stat("Wedged runs", 'count(ringtrace_wedged_scopes{instance=~"$instance"} > 0) or vector(0)',
+                 "Finished runs with scopes that never closed (alert RingtraceScopeWedged).",
+                 thresholds((None, "green"), (1, "red"))), 4, 4)
+    lay.add(stat("Fatal runs", 'count(ringtrace_run_fatal{instance=~"$instance"} == 1) or vector(0)',
+                 "Runs whose metadata says \"fatal\": true (alert RingtraceRunFatal).",
+                 thresholds((None, "green"), (1, "red"))), 4, 4)
+    lay.add(stat("Runs with dropped records",
+                 'count(ringtrace_run_dropped_records{instance=~"$instance"} > 0) or vector(0)',
+                 "Runs whose collector dropped records: their peaks are lower bounds.",
+                 thresholds((None, "green"), (1, "orange"))), 4, 4)
+    lay.add(stat("Rings at >= 80%", 'count(max by (run, rank, dispatch, ring) '
+                 '(ringtrace_ring_utilization_ratio{instance=~"$instance"}) >= 0.8) or vector(0)',
+                 "Ring x run pairs whose peak high water reached 80% of a resource's capacity.",
+                 thresholds((None, "green"), (1, "orange"))), 4, 4)
+
+    lay.row("Runs x rings")
+    pivot = [{"id": "groupingToMatrix", "options": {"columnField": "ring", "rowField": "run",
+                                                    "valueField": "Value", "emptyValue": "null"}}]
+    link_override = [{"matcher": {"id": "byName", "options": "run\\ring"},
+                      "properties": [{"id": "links", "value": [{"title": "Run drill-down", "url":
+                                      f"/d/{RUN_UID}/ringtrace-run?var-run=${{__value.raw}}"}]}]}]
+    lay.add(table("Utilization: peak high water / capacity (worst rank and resource)",
+                  [target("run_ring:ringtrace_ring_utilization_ratio:max", instant=True, table=True)],
+                  "Rows are runs, columns rings 0-3; each cell the highest ratio over ranks, dispatches and "
+                  "resources. An upper bound: a streaming scope can pass 100%.", pivot, "percentunit",
+                  RATIO_STEPS, "color-background", link_override), 12, 10)
+    lay.add(table("Pinned: largest single-scope allocation / capacity",
+                  [target("run_ring:ringtrace_ring_pinned_ratio:max", instant=True, table=True)],
+                  "What one scope holds until it exits; at 100% the ring deadlocks.", pivot, "percentunit",
+                  RATIO_STEPS, "color-background", link_override), 12, 10)
+    lay.add(timeseries("Utilization over time (worst rank and resource)",
+                       [target("run_ring:ringtrace_ring_utilization_ratio:max", legend="{{run}} ring {{ring}}")],
+                       "One line per run and ring; a line ends when the run's series expire.", "percentunit",
+                       RATIO_STEPS), 24, 8)
+
+    lay.row("Wedged and fatal runs")
+    lay.add(table("Wedged runs: where they stopped",
+                  [target('(ringtrace_wedged_scopes{instance=~"$instance"} > 0) * ignoring(site, depth, ring) '
+                          'group_left(site, depth, ring) ringtrace_wedged_innermost_scope_info', instant=True,
+                          table=True)],
+                  "The innermost scope left open by each wedged run; Value is the number of open scopes.",
+                  [hide("Time", "__name__", "job")], overrides=[
+                      {"matcher": {"id": "byName", "options": "run"}, "properties": [
+                          {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]), 12, 8)
+    lay.add(table("Fatal runs and runs with dropped records",
+                  [target('ringtrace_run_fatal{instance=~"$instance"} == 1', "A", instant=True, table=True),
+                   target('ringtrace_run_dropped_records{instance=~"$instance"} > 0', "B", instant=True,
+                          table=True)],
+                  "Value #A: fatal latched; Value #B: records dropped by the collector.",
+                  [{"id": "merge", "options": {}}, hide("Time", "__name__", "job")]), 12, 8)
+
+    lay.row("Worst sites")
+    lay.add(bargauge("Worst sites by utilization", "topk(10, site_resource:ringtrace_ring_utilization_ratio:max)",
+                     "{{site}} {{resource}}", "Scope sites that drove a ring resource highest, over every run "
+                     "exposed."), 12, 9)
+    lay.add(bargauge("Worst sites by pinned ratio", "topk(10, site_resource:ringtrace_ring_pinned_ratio:max)",
+                     "{{site}} {{resource}}", "Scope sites whose single allocation held the largest share of a "
+                     "ring."), 12, 9)
+
+    lay.row("Exporters")
+    lay.add(stat("Exporters up", 'sum(up{job="ringtrace", instance=~"$instance"})',
+                 "ringtrace processes Prometheus scrapes successfully (alert RingtraceExporterDown)."), 4, 6)
+    lay.add(stat("Files watched", 'sum(ringtrace_files_watched{instance=~"$instance"})',
+                 "scope_stats files followed right now, over all nodes."), 4, 6)
+    lay.add(timeseries("Records read per second", [target("instance:ringtrace_records_read:rate5m",
+                                                          legend="{{instance}}")],
+                       "Scope-boundary records read, per node.", "ops"), 8, 6)
+    lay.add(timeseries("Errors per second", [
+        target('sum by (instance, reason) (rate(ringtrace_parse_errors_total{instance=~"$instance"}'
+               '[$__rate_interval]))', "A", "parse {{reason}} {{instance}}"),
+        target('sum by (instance, sink) (rate(ringtrace_sink_errors_total{instance=~"$instance"}'
+               '[$__rate_interval]))', "B", "sink {{sink}} {{instance}}")],
+        "Unreadable input lines by reason, and failing outputs by sink.", "ops"), 8, 6)
+    variables = [ds_var(), query_var("instance", "label_values(ringtrace_build_info, instance)", "Node")]
+    links = [{"title": "Run drill-down", "type": "link", "url": f"/d/{RUN_UID}/ringtrace-run", "icon": "dashboard",
+              "targetBlank": False, "keepTime": True, "includeVars": False, "asDropdown": False, "tags": []}]
+    return dashboard(OVERVIEW_UID, "ringtrace / cluster overview",
+                     "Ring pressure, wedged and fatal runs over every node running ringtrace.", lay.panels,
+                     variables, links)
+
+
+def run_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    lay.row("Run")
+    for title, expr, desc, steps in (
+        ("Ranks x dispatches", f"count(ringtrace_run_scopes{{{RUN_SEL}}})", "Files of the run shown.", None),
+        ("Scopes", f"sum(ringtrace_run_scopes{{{RUN_SEL}}})", "Paired scopes read so far.", None),
+        ("Records", f"sum(ringtrace_run_records{{{RUN_SEL}}})", "Boundary records read so far.", None),
+        ("Incomplete files", f"count(ringtrace_run_complete{{{RUN_SEL}}} == 0) or vector(0)",
+         "Files whose records fall short of the metadata's total less dropped (cut, or still written).",
+         thresholds((None, "green"), (1, "orange"))),
+        ("Wedged scopes", f"sum(ringtrace_wedged_scopes{{{RUN_SEL}}})", "Scopes never closed (finished runs).",
+         thresholds((None, "green"), (1, "red"))),
+        ("Dropped records", f"sum(ringtrace_run_dropped_records{{{RUN_SEL}}})", "Dropped by the collector.",
+         thresholds((None, "green"), (1, "orange"))),
+    ):
+        lay.add(stat(title, expr, desc, steps), 4, 4)
+
+    lay.row("Ratios per rank, ring and resource")
+    lay.add(bargauge("Utilization: peak high water / capacity",
+                     f"ringtrace_ring_utilization_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
+                     "{{resource}}", "Scope high water (end.head - begin.tail) over capacity; an upper bound."),
+            12, 12)
+    lay.add(bargauge("Pinned: largest single-scope allocation / capacity",
+                     f"ringtrace_ring_pinned_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
+                     "{{resource}}", "Held until the scope exits; at 100% the ring deadlocks."), 12, 12)
+
+    for res, unit_sfx, unit, what in RESOURCES:
+        lay.row(f"{res}: capacity, high water, live")
+        names = [f"ringtrace_ring_{res}_{fig}{unit_sfx}" for fig in ("capacity", "high_water", "live")]
+        lay.add(table(f"{what} per rank and ring",
+                      [target(f"{n}{{{RUN_SEL}}}", ref, instant=True, table=True)
+                       for n, ref in zip(names, "ABC", strict=True)],
+                      "Capacity from the metadata; high water = peak scope high water; live = head - tail at the "
+                      "ring's latest record.",
+                      [{"id": "merge", "options": {}},
+                       {"id": "organize", "options": {
+                           "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+                           "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}],
+                      unit), 10, 8)
+        lay.add(timeseries(f"{what}: live / capacity over time",
+                           [target(f"{names[2]}{{{RUN_SEL}}} / {names[0]}", legend="rank {{rank}} ring {{ring}}")],
+                           "Occupancy at each ring's latest boundary record, as a share of capacity.",
+                           "percentunit", RATIO_STEPS), 14, 8)
+
+    lay.row("Tensormap, wedged scopes, peak sites")
+    lay.add(table("Tensormap per rank",
+                  [target(f"ringtrace_tensormap_{fig}{{{RUN_SEL}}}", ref, instant=True, table=True)
+                   for fig, ref in (("capacity", "A"), ("high_water", "B"), ("live", "C"))],
+                  "The global tensormap (TENSORMAP_OVERFLOW when it fills).",
+                  [{"id": "merge", "options": {}},
+                   {"id": "organize", "options": {
+                       "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+                       "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}]),
+            8, 8)
+    lay.add(table("Wedged scopes (outermost first by depth)",
+                  [target(f"ringtrace_wedged_scope_info{{{RUN_SEL}}}", instant=True, table=True)],
+                  "Scopes a finished run left open; the deepest is where it stopped.",
+                  [hide("Time", "__name__", "job", "Value"),
+                   {"id": "sortBy", "options": {"sort": [{"field": "depth"}]}}]), 8, 8)
+    lay.add(table("Peak sites",
+                  [target(f"ringtrace_ring_peak_site_info{{{RUN_SEL}}}", instant=True, table=True)],
+                  "The scope site behind each ring ratio.", [hide("Time", "__name__", "job", "Value")]), 8, 8)
+    lay.add(table("Files", [target(f"ringtrace_run_info{{{RUN_SEL}}}", "A", instant=True, table=True),
+                            target(f"time() - ringtrace_run_last_update_timestamp_seconds{{{RUN_SEL}}}", "B",
+                                   instant=True, table=True)],
+                  "Path, program, schema version and finish reason per file; Value #B: seconds since ringtrace "
+                  "last read data of it.",
+                  [{"id": "merge", "options": {}}, hide("Time", "__name__", "job", "Value #A")], "s"), 24, 6)
+    variables = [ds_var(), query_var("run", "label_values(ringtrace_run_scopes, run)", "Run", multi=False),
+                 query_var("rank", 'label_values(ringtrace_run_scopes{run=~"$run"}, rank)', "Rank")]
+    links = [{"title": "Cluster overview", "type": "link", "url": f"/d/{OVERVIEW_UID}/ringtrace-overview",
+              "icon": "dashboard", "targetBlank": False, "keepTime": True, "includeVars": False,
+              "asDropdown": False, "tags": []}]
+    return dashboard(RUN_UID, "ringtrace / run", "One run per rank, ring and resource, with capacities.",
+                     lay.panels, variables, links)
+
+
+DASHBOARDS = {"ringtrace-overview.json": overview, "ringtrace-run.json": run_dashboard}
+
+
+def render(build: Any) -> str:
+    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+
+
+def main() -> int:
+    for name, build in DASHBOARDS.items():
+        (HERE / name).write_text(render(build), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

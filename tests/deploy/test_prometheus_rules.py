@@ -1,0 +1,241 @@
+"""deploy/prometheus and deploy/grafana checked by promtool: rules parse, every alert is unit-tested
+firing and not firing, every dashboard query parses and names metrics the exporter really exposes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ringtrace.diagnose import Thresholds
+from ringtrace.http import load_web_config
+from ringtrace.layout import find_sources
+from ringtrace.readfiles import read_files
+from ringtrace.sinks import FanOut
+from ringtrace.sinks.prometheus import PrometheusSink
+from tests._require import require
+
+ROOT = Path(__file__).resolve().parents[2]
+PROM = ROOT / "deploy" / "prometheus"
+GRAFANA = ROOT / "deploy" / "grafana"
+RULE_FILES = [PROM / "ringtrace-alerts.yml", PROM / "ringtrace-recording.yml"]
+UNIT_TESTS = PROM / "tests" / "alerts_test.yml"
+DASHBOARDS = sorted(GRAFANA.glob("*.json"))
+README_ANCHOR = "https://github.com/ringtrace/ringtrace#alert-"
+# Values the dashboards' variables take when Grafana sends the query.
+VARIABLES = {"$__rate_interval": "5m", "$run": "some_run", "$rank": ".*", "$instance": ".*"}
+
+
+def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool not installed (Debian package prometheus)")
+    assert exe is not None
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load((PROM / "ringtrace-alerts.yml").read_text())
+    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+
+
+def recording_names() -> set[str]:
+    doc = yaml.safe_load((PROM / "ringtrace-recording.yml").read_text())
+    return {r["record"] for g in doc["groups"] for r in g["rules"]}
+
+
+def exposed_names() -> set[str]:
+    """Every sample name the exporter produces for the sample files (and the self metrics)."""
+    sink = PrometheusSink(sink_errors=lambda: {"x": 1})
+    sink.set_files_watched(1)
+    files, _ = find_sources([str(ROOT / "tests" / "fixtures" / "samples")])
+    read_files(files, FanOut([sink]), Thresholds())
+    names = {s.name for f in text_string_to_metric_families(generate_latest(sink.registry).decode())
+             for s in f.samples}
+    names.add("ringtrace_parse_errors_total")  # no sample file has a bad line; the family is declared
+    return names
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names an expression reads (ringtrace's own, recording rules, ``up``)."""
+    names = set(re.findall(r"\b(?:[a-z_]+:)?ringtrace_[a-z_]+(?::[a-z0-9_]+)?\b", expr))
+    if re.search(r"\bup\{", expr):
+        names.add("up")
+    return names
+
+
+# -- rules ----------------------------------------------------------------------------------------
+
+
+def test_promtool_check_rules() -> None:
+    res = promtool("check", "rules", *map(str, RULE_FILES))
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_promtool_unit_tests() -> None:
+    res = promtool("test", "rules", str(UNIT_TESTS))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_every_alert_is_tested_firing_and_not_firing() -> None:
+    doc = yaml.safe_load(UNIT_TESTS.read_text())
+    firing: set[tuple[str, str]] = set()
+    silent: set[str] = set()
+    for case in doc["tests"]:
+        for check in case.get("alert_rule_test", []):
+            if check["exp_alerts"]:
+                firing.update((check["alertname"], a["exp_labels"]["severity"]) for a in check["exp_alerts"])
+            else:
+                silent.add(check["alertname"])
+    rules = alert_rules()
+    assert {(r["alert"], r["labels"]["severity"]) for r in rules} <= firing
+    assert {r["alert"] for r in rules} <= silent
+
+
+def test_alerts_carry_severity_summary_description_runbook() -> None:
+    rules = alert_rules()
+    assert len({r["alert"] for r in rules}) >= 8
+    for r in rules:
+        assert r["labels"]["severity"] in ("warning", "critical"), r["alert"]
+        ann = r["annotations"]
+        assert ann["summary"] and ann["description"], r["alert"]
+        assert ann["runbook_url"] == README_ANCHOR + r["alert"].lower(), r["alert"]
+        if r["alert"] not in ("RingtraceExporterDown", "RingtraceExporterErrors", "RingtraceParseErrors"):
+            assert "$labels.run" in ann["description"] and "$labels.rank" in ann["description"], r["alert"]
+
+
+def test_rules_read_only_metrics_the_exporter_exposes() -> None:
+    exposed = exposed_names() | {"up"}
+    recorded = recording_names()
+    for doc in map(lambda p: yaml.safe_load(p.read_text()), RULE_FILES):
+        for g in doc["groups"]:
+            for r in g["rules"]:
+                unknown = metric_names(r["expr"]) - exposed - recorded
+                assert not unknown, f"{r.get('alert') or r.get('record')}: {unknown}"
+
+
+def test_example_scrape_config(tmp_path: Path) -> None:
+    res = promtool("check", "config", str(PROM / "prometheus.yml"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    cfg = yaml.safe_load((PROM / "prometheus.yml").read_text())
+    assert [j["job_name"] for j in cfg["scrape_configs"]] == ["ringtrace"]  # what RingtraceExporterDown expects
+
+
+def test_example_web_config(tmp_path: Path) -> None:
+    doc = yaml.safe_load((PROM / "web-config.example.yml").read_text())
+    hashed = doc["basic_auth_users"]["prometheus"]
+    assert bcrypt.checkpw(b"change-me", hashed.encode())
+    doc.pop("tls_server_config")  # its certificate files are the user's
+    (tmp_path / "web.yml").write_text(yaml.safe_dump(doc))
+    cfg = load_web_config(tmp_path / "web.yml")
+    assert set(cfg.users) == {"prometheus"} and cfg.headers
+
+
+# -- dashboards ---------------------------------------------------------------------------------------
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("build_dashboards", GRAFANA / "build_dashboards.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def panels(dash: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for p in dash["panels"]:
+        out.append(p)
+        out.extend(p.get("panels", []))
+    return out
+
+
+def substitute(expr: str) -> str:
+    for var, value in sorted(VARIABLES.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(var, value)
+    assert "$" not in expr, f"unknown variable in {expr!r}"
+    return expr
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(where, expr) for every panel target and every query variable of every dashboard."""
+    out: list[tuple[str, str]] = []
+    for path in DASHBOARDS:
+        dash = json.loads(path.read_text())
+        for p in panels(dash):
+            for t in p.get("targets", []):
+                out.append((f"{path.name} panel {p['id']} {p['title']!r} {t['refId']}", t["expr"]))
+        for var in dash["templating"]["list"]:
+            if var["type"] == "query":
+                m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", var["query"]["query"])
+                assert m, var["query"]
+                out.append((f"{path.name} variable {var['name']}", m.group(1)))
+    return out
+
+
+def test_dashboards_are_the_generator_output() -> None:
+    gen = _generator()
+    assert sorted(p.name for p in DASHBOARDS) == sorted(gen.DASHBOARDS)
+    for name, build in gen.DASHBOARDS.items():
+        assert (GRAFANA / name).read_text() == gen.render(build), f"run deploy/grafana/build_dashboards.py ({name})"
+
+
+def test_dashboard_structure() -> None:
+    uids = set()
+    for path in DASHBOARDS:
+        dash = json.loads(path.read_text())
+        uids.add(dash["uid"])
+        ids = [p["id"] for p in panels(dash)]
+        assert len(ids) == len(set(ids)), path.name
+        names = {v["name"] for v in dash["templating"]["list"]}
+        assert "datasource" in names
+        for p in panels(dash):
+            assert {"x", "y", "w", "h"} <= set(p["gridPos"]) and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+            if p["type"] == "row":
+                continue
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+            assert p["targets"] and p.get("description"), p["title"]
+            refs = [t["refId"] for t in p["targets"]]
+            assert len(refs) == len(set(refs))
+            for t in p["targets"]:
+                used = set(re.findall(r"\$(\w+)", t["expr"])) - {"__rate_interval"}
+                assert used <= names, (p["title"], used)
+    run = json.loads((GRAFANA / "ringtrace-run.json").read_text())
+    assert {"run", "rank"} <= {v["name"] for v in run["templating"]["list"]}
+    assert len(uids) == len(DASHBOARDS)
+    overview = (GRAFANA / "ringtrace-overview.json").read_text()
+    assert f"/d/{run['uid']}/" in overview  # drill-down links
+
+
+def test_every_dashboard_query_parses_with_promtool(tmp_path: Path) -> None:
+    queries = dashboard_queries()
+    assert len(queries) >= 40
+    rules = [{"record": f"dashboard:query_{i}:check", "expr": substitute(expr)} for i, (_, expr) in
+             enumerate(queries)]
+    rule_file = tmp_path / "dashboards.rules.yml"
+    rule_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}, sort_keys=False))
+    res = promtool("check", "rules", str(rule_file))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"{len(rules)} rules found" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def exposed() -> set[str]:
+    return exposed_names()
+
+
+@pytest.mark.parametrize(("where", "expr"), dashboard_queries())
+def test_dashboard_queries_read_exposed_or_recorded_metrics(where: str, expr: str, exposed: set[str]) -> None:
+    unknown = metric_names(expr) - exposed - recording_names() - {"up"}
+    assert not unknown, f"{where}: {unknown}"
+    assert metric_names(expr), f"{where}: reads no ringtrace metric"
