@@ -1,0 +1,173 @@
+"""Benchmark: ``ringtrace summary --format json`` against the guide's naive reader, in one run.
+
+Generates realistic files with the simulator (cached in ``tests/bench/data/``, git-ignored),
+then runs each reader as its own subprocess and measures wall time and the child's exact peak
+RSS (``os.wait4`` rusage of that child).  Goals (issue 2): ringtrace at least 5x the naive
+reader's records/s on the ~100 MB file, and at most 100 MB peak RSS on a ~500 MB file.  The
+naive reader (about 6x the file size in memory) runs on the 100 MB file only.
+
+    .venv/bin/python tests/bench/bench_summary.py [--size-mb 100] [--skip-500] [--repeat N] [--profile]
+
+Prints a markdown table the README can take.  ``--profile`` adds a cProfile of
+``ringtrace.cli.main(["summary", "--format", "json", FILE])`` on the smaller file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import hashlib
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from ringtrace import sim  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+NAIVE = Path(__file__).resolve().parent / "naive.py"
+MB = 1 << 20
+
+
+class Result(msgspec.Struct, frozen=True):
+    reader: str
+    file_mb: float
+    records: int
+    wall_s: float
+    cpu_s: float  # user + system time of the child: steadier than wall time on a busy machine
+    rss_mb: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.wall_s
+
+
+def data_file(size_mb: int, seed: int) -> Path:
+    """The cached benchmark file of ~``size_mb`` MB (regenerated when the simulator's scenario changes)."""
+    scn = sim.bench_scenario(size_mb * MB, seed)
+    key = hashlib.sha256(msgspec.json.encode(scn)).hexdigest()[:10]
+    path = DATA / f"bench_{size_mb}mb_seed{seed}_{key}.jsonl"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        t0 = time.perf_counter()
+        size = sim.write_file(tmp, scn)
+        tmp.rename(path)
+        print(f"generated {path.name}: {size / MB:.1f} MB in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return path
+
+
+def run_child(cmd: list[str]) -> tuple[float, float, float, bytes]:
+    """Run ``cmd``; returns (wall seconds, CPU seconds, peak RSS in MB of that child, stdout)."""
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text  # ru_maxrss: KiB on Linux
+
+
+def bench_ringtrace(path: Path, repeat: int) -> Result:
+    best: Result | None = None
+    for _ in range(repeat):
+        wall, cpu, rss, out = run_child([sys.executable, "-m", "ringtrace", "summary", "--format", "json", str(path)])
+        [obj] = json.loads(out)["files"]
+        assert obj["complete"] and obj["parse_errors"] == 0, obj
+        res = Result("ringtrace summary --format json", path.stat().st_size / MB, obj["records"], wall, cpu, rss)
+        best = res if best is None or res.wall_s < best.wall_s else best
+    assert best is not None
+    return best
+
+
+def bench_naive(path: Path, records: int, repeat: int) -> Result:
+    best: Result | None = None
+    for _ in range(repeat):
+        wall, cpu, rss, out = run_child([sys.executable, str(NAIVE), str(path)])
+        assert out.startswith(b"fatal="), out[:200]
+        res = Result("naive (guide §5 snippet)", path.stat().st_size / MB, records, wall, cpu, rss)
+        best = res if best is None or res.wall_s < best.wall_s else best
+    assert best is not None
+    return best
+
+
+def profile(path: Path, top: int = 15) -> str:
+    """cProfile of the summary command in this process; the top functions by own time, with shares."""
+    from ringtrace import cli
+
+    prof = cProfile.Profile()
+    with contextlib.redirect_stdout(io.StringIO()):
+        prof.runcall(cli.main, ["summary", "--format", "json", str(path)])
+    stats = pstats.Stats(prof)
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+    lines = [f"cProfile of `ringtrace summary --format json` on {path.name} (own time, {total:.2f} s in all):", "",
+             "| own time | share | calls | function |", "|---|---|---|---|"]
+    for (file, line, func), (_, calls, own, _cum, _) in rows:
+        where = f"{Path(file).relative_to(ROOT)}:{line}" if file.startswith(str(ROOT)) else f"{file}:{line}"
+        lines.append(f"| {own:.2f} s | {100 * own / total:.0f}% | {calls} | `{where}({func})` |")
+    return "\n".join(lines)
+
+
+def table(results: list[Result]) -> str:
+    rows = ["| reader | file | records | wall | CPU | records/s (wall) | peak RSS |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        rows.append(f"| {r.reader} | {r.file_mb:.0f} MB | {r.records:,} | {r.wall_s:.2f} s | {r.cpu_s:.2f} s "
+                    f"| {r.rate:,.0f} | {r.rss_mb:.0f} MB |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--size-mb", type=int, default=100, help="size of the file both readers run on (default 100)")
+    ap.add_argument("--big-mb", type=int, default=500, help="size of the ringtrace-only RSS file (default 500)")
+    ap.add_argument("--skip-500", action="store_true", help="skip the big file")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per reader; the fastest counts (default 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true", help="also cProfile ringtrace on the --size-mb file")
+    args = ap.parse_args(argv)
+
+    small = data_file(args.size_mb, args.seed)
+    big = None if args.skip_500 else data_file(args.big_mb, args.seed)
+    rt = bench_ringtrace(small, args.repeat)
+    naive = bench_naive(small, rt.records, args.repeat)
+    results = [rt, naive]
+    if big is not None:
+        results.append(bench_ringtrace(big, args.repeat))
+    ratio, cpu_ratio = rt.rate / naive.rate, naive.cpu_s / rt.cpu_s
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; command: "
+          f"`python tests/bench/bench_summary.py --size-mb {args.size_mb}"
+          f"{' --skip-500' if big is None else ''}`\n")
+    print(table(results))
+    print()
+    print(f"- throughput: ringtrace {ratio:.1f}x the naive reader's records/s by wall time, {cpu_ratio:.1f}x by "
+          f"CPU time (goal >= 5x): {'met' if min(ratio, cpu_ratio) >= 5 else 'NOT met'}")
+    print(f"- load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"- naive peak RSS: {naive.rss_mb / naive.file_mb:.1f}x the file size")
+    if big is not None:
+        big_rt = results[-1]
+        print(f"- ringtrace peak RSS on {big_rt.file_mb:.0f} MB: {big_rt.rss_mb:.0f} MB (goal <= 100 MB): "
+              f"{'met' if big_rt.rss_mb <= 100 else 'NOT met'}")
+    if args.profile:
+        print()
+        print(profile(small))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
