@@ -281,11 +281,13 @@ class Decoder:
             hs, he = self._unroll(ring, hs, he)
         now = (r.task_window_start, r.task_window_end, hs, he, dps or 0, dpe or 0)
         last = self._last.get(ring)
-        if last is not None and (now[0] < last[0] or now[1] < last[1] or now[2] < last[2]
-                                 or now[3] < last[3] or now[4] < last[4] or now[5] < last[5]):
+        if last is not None and (now[0] < last[0] or now[1] < last[1] or now[4] < last[4] or now[5] < last[5]
+                                 or (not self._wraps and (now[2] < last[2] or now[3] < last[3]))):
+            # v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the
+            # tail may (a full ring reads as empty, so the next sample's tail is lower): not checked.
             names = ("task_window_start", "task_window_end", "heap_start", "heap_end",
                      "dep_pool_start", "dep_pool_end")
-            which = next(i for i in range(6) if now[i] < last[i])
+            which = next(i for i in (0, 1, 2, 3, 4, 5) if now[i] < last[i] and not (self._wraps and i in (2, 3)))
             self._error(out, line, "counter_backwards",
                         f"{names[which]} went backwards on ring {ring}: {now[which]} after {last[which]}")
             # The record is dropped, but it becomes the ring's reference: after one corrupt spike
