@@ -390,3 +390,16 @@ def test_long_last_line_without_newline() -> None:
     d = read_bytes(data, [len(data) - 10])
     assert [(p.line, p.reason) for p in d.problems] == [(4, "line_too_long")]
     assert d.summary.scopes == 1
+
+
+def test_v5_full_ring_reads_as_empty_and_the_next_tail_is_not_backwards() -> None:
+    """Equal raw offsets read as empty; the following real tail is lower, which is not an error."""
+    lines = [meta(version=5, heap=100, total=4),
+             rec("a", "begin", 1, heap=(0, 60)),  # tail 0, head 60
+             rec("b", "begin", 2, ring=1, heap=(20, 20)),  # really full (tail 20, head 120): reads empty at 120
+             rec("b", "end", 2, ring=1, heap=(40, 30)),  # tail 40, head 130: occupancy 90
+             rec("a", "end", 1, heap=(50, 50))]  # head 150, empty
+    d = read_lines(lines)
+    assert d.problems == []
+    assert [(r.heap_start, r.heap_end) for r in d.records] == [(0, 60), (120, 120), (40, 130), (150, 150)]
+    assert d.summary.scopes == 2
