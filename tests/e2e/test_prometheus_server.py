@@ -1,0 +1,441 @@
+"""A real Prometheus (Debian's ``prometheus``) scrapes a real ``ringtrace watch`` process and
+evaluates the shipped rules; everything is asserted through Prometheus's HTTP API.
+
+Runs written before the exporter starts: a healthy one, a near-capacity L3 run (rank 0 pinned
+at 96%: critical; rank 1 at 85%: warning), a wedged one, a fatal one with dropped records and a
+file with an unreadable line.  A second scrape target that nothing listens on stands for a dead
+exporter.  Alerts with a ``for:`` longer than the test are asserted ``pending`` (or ``firing``);
+promtool's unit tests (tests/deploy) cover their timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import bcrypt
+import pytest
+import yaml
+
+from tests._require import require
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "tests" / "fixtures" / "samples"
+RULES = [ROOT / "deploy" / "prometheus" / "ringtrace-alerts.yml", ROOT / "deploy" / "prometheus" /
+         "ringtrace-recording.yml"]
+GRAFANA = ROOT / "deploy" / "grafana"
+RINGTRACE = [sys.executable, "-m", "ringtrace"]
+DEADLINE = 90.0
+T = TypeVar("T")
+
+
+def exporter_command(paths: list[Path], addr: str, *extra: str) -> list[str]:
+    """The process under test: ``ringtrace watch`` serving metrics on ``addr``."""
+    return [*RINGTRACE, "watch", *map(str, paths), "--metrics-addr", addr, "--idle-timeout", "2",
+            "--log-level", "info", *extra]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], T | None], logs: Callable[[], str] = lambda: "",
+             timeout: float = DEADLINE) -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` and the logs at the deadline."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except (OSError, ValueError, KeyError) as err:
+            value, last = None, err
+        if value:
+            return value
+        pause.wait(0.25)  # a polling interval, not a synchronisation
+    pytest.fail(f"timed out waiting for {what} (last error: {last})\n{logs()}")
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def text(self) -> str:
+        return f"--- {self.name} log ---\n" + self.log.read_text(errors="replace")[-6000:]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=15)
+
+
+def start(name: str, cmd: list[str], tmp: Path) -> Proc:
+    log = tmp / f"{name}.log"
+    fh = log.open("wb")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    popen = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp, env=env)
+    fh.close()
+    return Proc(name, popen, log)
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+class PromAPI:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def _api(self, path: str, **params: str) -> Any:
+        status, body = http_get(f"{self.base}{path}?{urllib.parse.urlencode(params)}")
+        doc = json.loads(body)
+        if status != 200 or doc.get("status") != "success":
+            raise ValueError(f"{path} {params}: {status} {doc.get('error')}")
+        return doc["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        data = self._api("/api/v1/query", query=expr)
+        assert data["resultType"] == "vector", data
+        return list(data["result"])
+
+    def value(self, expr: str) -> float | None:
+        res = self.query(expr)
+        if len(res) != 1:
+            return None
+        return float(res[0]["value"][1])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return list(self._api("/api/v1/alerts")["alerts"])
+
+
+# -- the runs -------------------------------------------------------------------------------------
+
+
+def _meta(total: int, heap: int = 1024, fatal: bool = False, dropped: int = 0) -> str:
+    return json.dumps({"version": 6, "fatal": fatal, "dropped": dropped, "total": total,
+                       "task_window_max": [16, 16, 16, 16], "heap_max": [heap] * 4, "dep_pool_max": [64] * 4,
+                       "tensormap_max": 100})
+
+
+def _rec(site: str, phase: str, depth: int, tw: tuple[int, int], heap: tuple[int, int], dp: tuple[int, int],
+         tm: int) -> str:
+    return json.dumps({"site": site, "phase": phase, "depth": depth, "ring": min(depth, 3),
+                       "task_window_start": tw[0], "task_window_end": tw[1], "heap_start": heap[0],
+                       "heap_end": heap[1], "dep_pool_start": dp[0], "dep_pool_end": dp[1], "tensormap": tm})
+
+
+def one_scope_run(site: str, heap_alloc: int, **meta: Any) -> str:
+    """Root scope around one depth-1 scope that allocates ``heap_alloc`` bytes of ring 1's heap."""
+    lines = [
+        _rec("(unknown):0", "begin", 0, (0, 0), (0, 0), (1, 1), 0),
+        _rec(site, "begin", 1, (0, 0), (0, 0), (1, 1), 0),
+        _rec(site, "end", 1, (0, 4), (0, heap_alloc), (1, 5), 3),
+        _rec("(unknown):0", "end", 0, (0, 1), (0, 64), (1, 1), 3),
+    ]
+    return "\n".join([_meta(len(lines) + meta.get("dropped", 0), **meta), *lines]) + "\n"
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, str):
+        text = text.encode()
+    path.write_bytes(text)
+    return path
+
+
+def make_runs(root: Path) -> list[Path]:
+    l2 = ("dfx_outputs", "scope_stats", "scope_stats.jsonl")
+    return [
+        write(root.joinpath("healthy", *l2),
+              (SAMPLES / "outputs" / "TestScopeStats_default_20261130_101210" / "scope_stats" /
+               "scope_stats.jsonl").read_bytes()),
+        write(root / "near" / "dfx_outputs" / "rank0" / "d0" / "scope_stats" / "scope_stats.jsonl",
+              one_scope_run("near_orch.cpp:10", 980)),  # 980 / 1024 = 95.7%: critical
+        write(root / "near" / "dfx_outputs" / "rank1" / "d0" / "scope_stats" / "scope_stats.jsonl",
+              one_scope_run("near_orch.cpp:10", 870)),  # 85%: warning
+        write(root.joinpath("wedged", *l2),
+              (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "dfx_outputs" / "scope_stats" /
+               "scope_stats.jsonl").read_bytes()),
+        write(root.joinpath("fatal", *l2), one_scope_run("f.cpp:3", 100, fatal=True, dropped=3)),
+        write(root.joinpath("garbled", *l2), one_scope_run("g.cpp:1", 10).replace("\n", "\n{not json\n", 1)),
+    ]
+
+
+# -- the stack ------------------------------------------------------------------------------------
+
+
+def prometheus_config(path: Path, jobs: list[dict[str, Any]]) -> Path:
+    cfg = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+           "rule_files": [str(p) for p in RULES], "scrape_configs": jobs}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def start_prometheus(tmp: Path, config: Path) -> tuple[Proc, PromAPI]:
+    exe = shutil.which("prometheus")
+    assert exe is not None
+    port = free_port()
+    proc = start("prometheus", [exe, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+                                f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], tmp)
+    api = PromAPI(port)
+    wait_for("prometheus ready", lambda: proc.popen.poll() is None and
+             http_get(f"{api.base}/-/ready")[0] == 200, proc.text)
+    return proc, api
+
+
+@dataclass
+class Stack:
+    api: PromAPI
+    exporter: str
+    dead: str
+    logs: Callable[[], str]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    require(shutil.which("prometheus") is not None, "prometheus server not installed (Debian package prometheus)")
+    tmp = tmp_path_factory.mktemp("prom-e2e")
+    runs = tmp / "runs"
+    make_runs(runs)
+    exporter = f"127.0.0.1:{free_port()}"
+    dead = f"127.0.0.1:{free_port()}"
+    procs: list[Proc] = []
+    try:
+        rt = start("ringtrace", exporter_command([runs], exporter), tmp)
+        procs.append(rt)
+        wait_for("ringtrace /readyz", lambda: rt.popen.poll() is None and
+                 http_get(f"http://{exporter}/readyz")[0] == 200, rt.text)
+        config = prometheus_config(tmp / "prometheus.yml", [
+            {"job_name": "ringtrace", "static_configs": [{"targets": [exporter, dead]}]}])
+        prom, api = start_prometheus(tmp, config)
+        procs.append(prom)
+
+        def logs() -> str:
+            return "\n".join(p.text() for p in procs)
+
+        wait_for("all six runs scraped", lambda: api.value("count(ringtrace_run_scopes)") == 6, logs)
+        yield Stack(api, exporter, dead, logs)
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+# -- series ---------------------------------------------------------------------------------------
+
+
+def test_series_have_the_files_values(stack: Stack) -> None:
+    api = stack.api
+    v = api.value
+    assert v(f'up{{instance="{stack.exporter}"}}') == 1
+    assert v(f'up{{instance="{stack.dead}"}}') == 0
+    near = 'run="near",rank="0",dispatch="0",ring="1"'
+    assert v(f'ringtrace_ring_heap_capacity_bytes{{{near}}}') == 1024
+    assert v(f'ringtrace_ring_heap_high_water_bytes{{{near}}}') == 980
+    assert v(f'ringtrace_ring_pinned_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
+    assert v(f'ringtrace_ring_utilization_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
+    assert v('ringtrace_ring_pinned_ratio{run="near",rank="1",ring="1",resource="heap"}') == \
+        pytest.approx(870 / 1024)
+    assert v('ringtrace_ring_task_window_capacity{run="near",rank="1",ring="1"}') == 16
+    assert v('ringtrace_run_complete{run="healthy"}') == 1
+    assert v('max(ringtrace_ring_utilization_ratio{run="healthy"})') < 0.01
+    assert v('ringtrace_wedged_scopes{run="wedged"}') == 5
+    assert v('count(ringtrace_wedged_scope_info{run="wedged"})') == 5
+    inner = api.query('ringtrace_wedged_innermost_scope_info{run="wedged"}')
+    assert [(r["metric"]["site"], r["metric"]["depth"], r["metric"]["ring"]) for r in inner] == [
+        ("nested_dummy_small_orch.cpp:75", "4", "3")]
+    assert v('ringtrace_run_open_scopes{run="wedged"}') == 5
+    assert v('ringtrace_run_fatal{run="fatal"}') == 1
+    assert v('ringtrace_run_dropped_records{run="fatal"}') == 3
+    assert v('ringtrace_run_finished{run="healthy"}') == 1
+    assert v('ringtrace_parse_errors_total{reason="invalid_record"}') == 1
+    assert v("ringtrace_files_watched") == 6
+    assert v("ringtrace_records_read_total") == 4 + 4 + 4 + 5 + 4 + 4
+    assert v('ringtrace_sink_errors_total{sink="prometheus"}') == 0
+    assert v("count(ringtrace_build_info)") == 1
+    now = time.time()
+    assert now - 300 < v('ringtrace_run_last_update_timestamp_seconds{run="healthy"}') <= now  # type: ignore[operator]
+
+
+def test_recording_rules_evaluate(stack: Stack) -> None:
+    api = stack.api
+    wait_for("recording rules", lambda: api.value('run_ring:ringtrace_ring_pinned_ratio:max{run="near",ring="1"}'),
+             stack.logs)
+    assert api.value('run_ring:ringtrace_ring_pinned_ratio:max{run="near",ring="1"}') == pytest.approx(980 / 1024)
+    assert api.value('run:ringtrace_wedged_scopes:sum{run="wedged"}') == 5
+    worst = api.query("topk(1, site_resource:ringtrace_ring_pinned_ratio:max)")
+    assert worst[0]["metric"] == {"__name__": "site_resource:ringtrace_ring_pinned_ratio:max",
+                                  "site": "near_orch.cpp:10", "resource": "heap"}
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+def _key(a: dict[str, Any]) -> tuple[str, str, str, str]:
+    lab = a["labels"]
+    return (lab["alertname"], lab.get("severity", ""), lab.get("run", lab.get("instance", "")), lab.get("rank", ""))
+
+
+EXPECTED = {
+    ("RingtraceScopeWedged", "critical", "wedged", ""): {"firing"},
+    ("RingtraceRunFatal", "critical", "fatal", ""): {"firing"},
+    ("RingtraceRecordsDropped", "warning", "fatal", ""): {"firing"},
+    ("RingtraceRingPinnedNearCapacity", "critical", "near", "0"): {"pending", "firing"},
+    ("RingtraceRingPinnedNearCapacity", "warning", "near", "1"): {"pending", "firing"},
+    ("RingtraceRingNearCapacity", "warning", "near", "0"): {"pending", "firing"},
+    ("RingtraceRingNearCapacity", "warning", "near", "1"): {"pending", "firing"},
+}
+
+
+def test_expected_alerts_and_no_others(stack: Stack) -> None:
+    api = stack.api
+    dead_key = ("RingtraceExporterDown", "warning", stack.dead, "")
+    parse_key = ("RingtraceParseErrors", "warning", stack.exporter, "")
+
+    def all_there() -> list[dict[str, Any]] | None:
+        alerts = api.alerts()
+        keys = {_key(a) for a in alerts}
+        return alerts if set(EXPECTED) | {dead_key, parse_key} <= keys else None
+
+    alerts = wait_for("the expected alerts", all_there, stack.logs)
+    by_key: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for a in alerts:
+        by_key.setdefault(_key(a), []).append(a)
+    for key, states in EXPECTED.items():
+        assert len(by_key[key]) == 1, (key, by_key[key])
+        assert by_key[key][0]["state"] in states, (key, by_key[key][0]["state"])
+    assert by_key[dead_key][0]["state"] == "pending"  # for: 5m
+    assert by_key[parse_key][0]["labels"]["reason"] == "invalid_record"
+    # nothing else: no healthy-run alert, no exporter errors, no alert about the live exporter being down
+    unexpected = set(by_key) - set(EXPECTED) - {dead_key, parse_key}
+    assert not unexpected, unexpected
+    assert not [a for a in alerts if a["labels"].get("run") in ("healthy", "garbled")]
+    wedged = by_key["RingtraceScopeWedged", "critical", "wedged", ""][0]
+    assert wedged["labels"]["site"] == "nested_dummy_small_orch.cpp:75"
+    assert "5 scope(s) never closed" in wedged["annotations"]["description"]
+    assert wedged["annotations"]["runbook_url"].endswith("#alert-ringtracescopewedged")
+    pinned = by_key["RingtraceRingPinnedNearCapacity", "critical", "near", "0"][0]
+    assert pinned["labels"]["site"] == "near_orch.cpp:10" and pinned["labels"]["resource"] == "heap"
+    assert "Run near rank 0 dispatch 0" in pinned["annotations"]["description"]
+
+
+# -- dashboards against the live server -----------------------------------------------------------
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(GRAFANA.glob("*.json")):
+        dash = json.loads(path.read_text())
+        for p in dash["panels"]:
+            for t in p.get("targets", []):
+                out.append((f"{path.name}: {p['title']} ({t['refId']})", t["expr"]))
+    return out
+
+
+def test_every_dashboard_query_returns_data(stack: Stack) -> None:
+    """Each panel shows something for the near-capacity or the wedged run (rates need a few scrapes)."""
+    api = stack.api
+    queries = _dashboard_queries()
+    assert len(queries) >= 40
+    empty: list[str] = []
+
+    def panels_without_data() -> bool:
+        empty.clear()
+        for where, expr in queries:
+            results = []
+            for run in ("near", "wedged"):
+                q = (expr.replace("$__rate_interval", "1m").replace("$run", run).replace("$rank", ".*")
+                     .replace("$instance", ".*"))
+                results.extend(api.query(q))  # raises (and the wait fails) when Prometheus rejects it
+            if not results:
+                empty.append(where)
+        return not empty
+
+    wait_for("every panel to have data", panels_without_data, lambda: f"panels without data: {empty}")
+
+
+# -- TLS and basic auth, scraped by Prometheus -----------------------------------------------------
+
+
+def _openssl(tmp: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True, timeout=60)
+
+
+def test_prometheus_scrapes_through_tls_and_basic_auth(tmp_path: Path) -> None:
+    require(shutil.which("prometheus") is not None, "prometheus server not installed (Debian package prometheus)")
+    require(shutil.which("openssl") is not None, "openssl CLI not installed")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=ca")
+    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    _openssl(tmp_path, "req", *ec, "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=ringtrace")
+    _openssl(tmp_path, "x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "tls.crt", "-days", "2", "-extfile", "san.ext")
+    hashed = bcrypt.hashpw(b"scrape-me", bcrypt.gensalt(rounds=10)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+                   f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    (tmp_path / "good.pw").write_text("scrape-me")
+    (tmp_path / "bad.pw").write_text("wrong")
+    runs = tmp_path / "runs"
+    make_runs(runs)
+    exporter = f"127.0.0.1:{free_port()}"
+    procs: list[Proc] = []
+    try:
+        rt = start("ringtrace", exporter_command([runs], exporter, "--web-config", str(web)), tmp_path)
+        procs.append(rt)
+        ctx_url = f"https://{exporter}/readyz"
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        wait_for("ringtrace /readyz over TLS",
+                 lambda: rt.popen.poll() is None and urllib.request.urlopen(ctx_url, context=ctx, timeout=5).status
+                 == 200, rt.text)
+        tls = {"scheme": "https", "tls_config": {"ca_file": str(tmp_path / "ca.crt")},
+               "static_configs": [{"targets": [exporter]}]}
+        config = prometheus_config(tmp_path / "prometheus.yml", [
+            {"job_name": "ringtrace", **tls, "basic_auth": {"username": "prometheus",
+                                                            "password_file": str(tmp_path / "good.pw")}},
+            {"job_name": "wrong-password", **tls, "basic_auth": {"username": "prometheus",
+                                                                 "password_file": str(tmp_path / "bad.pw")}},
+            {"job_name": "no-tls", "static_configs": [{"targets": [exporter]}]},
+        ])
+        prom, api = start_prometheus(tmp_path, config)
+        procs.append(prom)
+
+        def logs() -> str:
+            return "\n".join(p.text() for p in procs)
+
+        wait_for("scrapes of all three jobs", lambda: api.value('count(up{job=~"ringtrace|wrong-password|no-tls"})')
+                 == 3, logs)
+        assert api.value('up{job="ringtrace"}') == 1
+        assert api.value('up{job="wrong-password"}') == 0
+        assert api.value('up{job="no-tls"}') == 0
+        assert api.value('ringtrace_wedged_scopes{job="ringtrace",run="wedged"}') == 5
+    finally:
+        for p in reversed(procs):
+            p.stop()
