@@ -20,7 +20,8 @@ pool starts at 1 and is absent in version 4.  Deterministic given ``Scenario.see
 
 :func:`simulate` is pure (no I/O): it yields encoded lines, metadata first, so huge files
 stream.  :func:`write_file`, :func:`live_steps`/:func:`write_live` and :func:`write_tree`
-write them like the runtime does; :func:`generate_bytes` makes big benchmark files.
+write them like the runtime does (only :func:`write_file` uses a temporary file, to run
+the model once); :func:`generate_bytes` makes big benchmark files.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import json
 import math
 import os
 import random
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice, pairwise
@@ -201,22 +204,37 @@ class _Engine:
         return "task_window", 1 if own else 3
 
 
-def _dropper(scn: Scenario) -> Callable[[], bool]:
-    rate, rand = scn.drop_rate, random.Random(f"{scn.seed}:drops").random
-    return (lambda: rand() < rate) if rate > 0 else (lambda: False)
+class _Run:
+    """One pass of the model with the collector's drops; counts as it goes."""
+
+    def __init__(self, scn: Scenario) -> None:
+        self.scn, self.engine = scn, _Engine(scn)
+        self.total = self.dropped = 0
+
+    def records(self) -> Iterator[Rec]:
+        """The records that reach the file."""
+        rate, rand = self.scn.drop_rate, random.Random(f"{self.scn.seed}:drops").random
+        for rec in self.engine.run():
+            self.total += 1
+            if rate > 0 and rand() < rate:
+                self.dropped += 1
+            else:
+                yield rec
+
+    def outcome(self) -> Outcome:
+        """After :meth:`records` is exhausted: totals and how the run ended."""
+        if self.engine.failure is None:
+            return Outcome(self.total, self.dropped, False)
+        ring, depth, resource, code = self.engine.failure
+        return Outcome(self.total, self.dropped, True, ring, depth, resource, code)
 
 
 def outcome(scn: Scenario) -> Outcome:
     """Run ``scn`` without encoding: totals and how it ends."""
-    engine, drop = _Engine(scn), _dropper(scn)
-    total = dropped = 0
-    for _ in engine.run():
-        total += 1
-        dropped += drop()
-    if engine.failure is None:
-        return Outcome(total, dropped, False)
-    ring, depth, resource, code = engine.failure
-    return Outcome(total, dropped, True, ring, depth, resource, code)
+    run = _Run(scn)
+    for _ in run.records():
+        pass
+    return run.outcome()
 
 
 def meta_line(scn: Scenario, out: Outcome) -> bytes:
@@ -244,37 +262,42 @@ def _formatter(scn: Scenario) -> Callable[[Rec], str]:
     return lambda r: _V4 % (*r[:6], r[6] % caps[r[3]], r[7] % caps[r[3]], r[10])
 
 
-def _records(scn: Scenario) -> Iterator[Rec]:
-    drop = _dropper(scn)
-    return (rec for rec in _Engine(scn).run() if not drop())
-
-
 def simulate(scn: Scenario) -> Iterator[bytes]:
     """The file's lines, encoded, metadata first.  Pure; runs the model twice (totals first)."""
     yield meta_line(scn, outcome(scn))
     fmt = _formatter(scn)
-    for rec in _records(scn):
+    for rec in _Run(scn).records():
         yield fmt(rec).encode()
+
+
+def _blocks(recs: Iterator[Rec], fmt: Callable[[Rec], str], lines: int) -> Iterator[bytes]:
+    while batch := list(islice(recs, lines)):
+        yield "".join(map(fmt, batch)).encode()
 
 
 def blocks(scn: Scenario, lines: int = 4096) -> Iterator[bytes]:
     """The same bytes as :func:`simulate`, ``lines`` lines per block (the metadata line alone first); faster."""
     yield meta_line(scn, outcome(scn))
-    fmt, recs = _formatter(scn), _records(scn)
-    while batch := list(islice(recs, lines)):
-        yield "".join(map(fmt, batch)).encode()
+    yield from _blocks(_Run(scn).records(), _formatter(scn), lines)
 
 
 def write_file(path: str | Path, scn: Scenario) -> int:
     """Write ``scn`` to ``path`` like the runtime: ``open("w")`` (truncate in place, same inode).
 
-    Streams block by block (memory stays small for any size); returns the bytes written.
+    One pass of the model: the records go to an anonymous temporary file beside ``path``
+    while they are counted, then the metadata line and the records are written to ``path``.
+    Memory stays small for any size; returns the bytes written.
     """
-    size = 0
-    with open(path, "wb") as fh:
-        for block in blocks(scn):
-            size += fh.write(block)
-    return size
+    path = Path(path)
+    run = _Run(scn)
+    with tempfile.TemporaryFile(dir=path.parent) as body:
+        for block in _blocks(run.records(), _formatter(scn), 4096):
+            body.write(block)
+        body.seek(0)
+        with open(path, "wb") as fh:
+            fh.write(meta_line(scn, run.outcome()))
+            shutil.copyfileobj(body, fh, 1 << 20)
+            return fh.tell()
 
 
 class Step(msgspec.Struct, frozen=True):
