@@ -3,7 +3,7 @@
 Tasks (all in one :class:`asyncio.TaskGroup`):
 
 * ``watcher``: file-system events (watchfiles/inotify) -> a set of dirty paths + a wake-up;
-  falls back to polling when events are unavailable (or ``--poll``);
+  watchfiles' polling watcher with ``--poll`` or when events are unavailable;
 * ``reader``: on each wake-up or tick, runs the synchronous :class:`Tailer` in a worker
   thread (file reads never block the loop) and puts the sink events on a bounded queue;
   ticks finish idle runs, rescans catch lost events;
@@ -109,11 +109,9 @@ class App:
                 return
             self.ready = True
             next_rescan = self.clock() + self.cfg.rescan_interval
-            next_poll = self.clock() + self.cfg.poll_interval
             while not self._stopping.is_set():
-                timeout = TICK_SECONDS if not self.polling else min(TICK_SECONDS, self.cfg.poll_interval)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
                 self._wake.clear()
                 if self._stopping.is_set():
                     break
@@ -121,9 +119,6 @@ class App:
                 if self._dirty:
                     dirty, self._dirty = self._dirty, set()
                     await self._call(tailer.changed, dirty, now, self.wall())
-                if self.polling and now >= next_poll:
-                    next_poll = now + self.cfg.poll_interval
-                    await self._call(tailer.poll_all, now, self.wall())
                 if now >= next_rescan:
                     next_rescan = now + self.cfg.rescan_interval
                     await self._call(tailer.rescan, now, self.wall())
@@ -153,29 +148,39 @@ class App:
     # -- watcher --------------------------------------------------------------------------
 
     async def _watcher(self) -> None:
-        """Run watchfiles over the current watch points; restart when they change."""
+        """Run watchfiles over the current watch points; restart when they change.
+
+        Polling (``--poll``, or after events failed) is watchfiles' own polling watcher, which
+        also notices new files and directories.
+        """
         while not self._stopping.is_set():
             self._watch_changed.clear()
             points = list(self._watch_points)
-            if self.polling or not points:
+            if not points:
                 await self._wait_any(self._watch_changed, self._stopping)
                 continue
+            # watchfiles sets the stop event it was given when its task is cancelled: give it its own
+            round_over = asyncio.Event()
             try:
                 async with asyncio.TaskGroup() as tg:
-                    tasks = [tg.create_task(self._watch(dirs, recursive))
-                             for recursive in (True, False)
-                             if (dirs := [str(p) for p, rec in points if rec is recursive])]
+                    for recursive in (True, False):
+                        dirs = [str(p) for p, rec in points if rec is recursive]
+                        if dirs:
+                            tg.create_task(self._watch(dirs, recursive, round_over))
                     await self._wait_any(self._watch_changed, self._stopping)
-                    for task in tasks:  # end this round's watch loops; the next round watches the new points
-                        task.cancel()
+                    round_over.set()  # ends this round's watch loops; the next round watches the new points
             except* Exception as group:
+                if self.polling:
+                    raise
                 log.warning("file-system events unavailable (%s); polling every %.2fs instead",
                             group.exceptions[0], self.cfg.poll_interval)
                 self.polling = True
 
-    async def _watch(self, dirs: list[str], recursive: bool) -> None:
+    async def _watch(self, dirs: list[str], recursive: bool, stop: asyncio.Event) -> None:
         async for changes in watchfiles.awatch(*dirs, recursive=recursive, debounce=50, step=10,
-                                               watch_filter=None, stop_event=self._stopping):
+                                               watch_filter=None, stop_event=stop,
+                                               force_polling=self.polling,
+                                               poll_delay_ms=max(1, int(1000 * self.cfg.poll_interval))):
             for _change, path in changes:
                 self._dirty.add(path)
             self._wake.set()

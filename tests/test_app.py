@@ -53,9 +53,11 @@ class Watch:
         return any(f"following {path}" in line for line in self.lines)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the process and return its exit code; its stderr is printed (pytest shows it on failure)."""
         self.proc.send_signal(sig)
         code = self.proc.wait(timeout=10)
         self._reader.join(timeout=10)
+        print(self.stderr())
         return code
 
     def stderr(self) -> str:

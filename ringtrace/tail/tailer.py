@@ -102,13 +102,6 @@ class Tailer:
                     out += self._follower(path).poll(now, wall)
         return out
 
-    def poll_all(self, now: float, wall: float) -> list[SinkEvent]:
-        """Polling mode: look at every known file (finished ones too, to notice rewrites)."""
-        out: list[SinkEvent] = []
-        for f in list(self.followers.values()):
-            out += f.poll(now, wall)
-        return out
-
     def tick(self, now: float) -> list[SinkEvent]:
         """Finish runs that have not changed for ``idle_timeout`` seconds."""
         out: list[SinkEvent] = []
