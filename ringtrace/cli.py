@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ringtrace", description="Read the simpler runtime's scope_stats files.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", choices=config_mod.literal_choices("log_level"), help="default warning")
+    common.add_argument("--config", metavar="FILE",
+                        help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("summary", parents=[common], help="per-ring peaks, wedged scopes and findings per file")

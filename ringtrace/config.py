@@ -1,13 +1,17 @@
-"""One frozen configuration, built once at start-up: flags > ``RINGTRACE_*`` environment > defaults.
+"""One frozen configuration, built once at start-up:
+flags > ``RINGTRACE_*`` environment > config file (TOML) > defaults.
 
-Every field can be set by a flag (``--idle-timeout``) or an environment variable
-(``RINGTRACE_IDLE_TIMEOUT``); a flag wins.  :func:`build` validates everything and raises
-:class:`ConfigError` with a message that names the setting and where it came from.
+Every field can be set by a flag (``--idle-timeout``), an environment variable
+(``RINGTRACE_IDLE_TIMEOUT``) or a key of the TOML file named by ``--config`` or
+``RINGTRACE_CONFIG`` (``idle_timeout = 30``); a flag wins.  :func:`build` validates
+everything and raises :class:`ConfigError` with a message that names the setting and where
+it came from.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -84,11 +88,33 @@ def _from_env(name: str, raw: str) -> Any:
     return raw
 
 
+def _from_file(path: str, values: dict[str, Any], origin: dict[str, str]) -> None:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path}: {err}") from None
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in FIELDS:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}")
+        values[name] = tuple(value) if isinstance(value, list) else value
+        origin[name] = f"{key} in {path}"
+
+
 def build(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Flags (None = not given) > environment > defaults, validated."""
+    """Flags (None = not given) > environment > config file > defaults, validated.
+
+    The config file is ``flags["config"]`` or ``env["RINGTRACE_CONFIG"]``.
+    """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    config_file = (flags or {}).get("config") or env.get(ENV_PREFIX + "CONFIG")
+    if config_file:
+        _from_file(str(config_file), values, origin)
     for name in FIELDS:
         key = ENV_PREFIX + name.upper()
         if key in env:
