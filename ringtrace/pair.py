@@ -49,6 +49,18 @@ class _Ring:
         self.live = [0, 0, 0]
 
 
+def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
+    """high_water = e.R_end - b.R_start, live_at_exit = e.R_end - e.R_start, alloc = e.R_end - b.R_end."""
+    tw = Usage(e.task_window_end - b.task_window_start, e.task_window_end - e.task_window_start,
+               e.task_window_end - b.task_window_end)
+    hp = Usage(e.heap_end - b.heap_start, e.heap_end - e.heap_start, e.heap_end - b.heap_end)
+    if (b.dep_pool_start is None or b.dep_pool_end is None or e.dep_pool_start is None
+            or e.dep_pool_end is None):
+        return (tw, hp, None)
+    de = e.dep_pool_end
+    return (tw, hp, Usage(de - b.dep_pool_start, de - e.dep_pool_start, de - b.dep_pool_end))
+
+
 class Pairer:
     """Pairs one run's records.  Called from one task or thread only; never raises for data.
 
@@ -60,6 +72,7 @@ class Pairer:
         self.meta = meta
         self._stack: list[Record] = []
         self._rings: dict[int, _Ring] = {}
+        self._last: dict[int, Record] = {}  # latest record per ring
         self.records = 0
         self.scopes = 0
         self.unmatched_begins = 0
@@ -71,6 +84,7 @@ class Pairer:
 
     def push(self, rec: Record) -> tuple[PairEvent, ...]:
         self.records += 1
+        self._last[rec.ring] = rec
         ring = self._rings.get(rec.ring)
         if ring is None:
             ring = self._rings[rec.ring] = _Ring()
@@ -99,7 +113,7 @@ class Pairer:
             events = self._abandon(depth + 1, rec.line)
         if stack and stack[-1].depth == depth and stack[-1].site == rec.site:
             begin = stack.pop()
-            scope = self._close(begin, rec, ring, has_dp)
+            scope = self._close(begin, rec, ring)
             return (*events, scope) if events else (scope,)
         self.unmatched_ends += 1
         return (*events, UnmatchedEnd(rec.site, rec.depth, rec.ring, rec.line))
@@ -114,18 +128,10 @@ class Pairer:
             out.append(Abandoned(OpenScope(b.site, b.depth, b.ring, b.line), line))
         return tuple(out)
 
-    def _close(self, b: Record, e: Record, ring: _Ring, has_dp: bool) -> Scope:
+    def _close(self, b: Record, e: Record, ring: _Ring) -> Scope:
         self.scopes += 1
         ring.scopes += 1
-        tw = Usage(e.task_window_end - b.task_window_start, e.task_window_end - e.task_window_start,
-                   e.task_window_end - b.task_window_end)
-        hp = Usage(e.heap_end - b.heap_start, e.heap_end - e.heap_start, e.heap_end - b.heap_end)
-        if has_dp and b.dep_pool_end is not None and b.dep_pool_start is not None:
-            de = e.dep_pool_end or 0
-            dp: Usage | None = Usage(de - b.dep_pool_start, de - (e.dep_pool_start or 0), de - b.dep_pool_end)
-            usage: tuple[Usage | None, ...] = (tw, hp, dp)
-        else:
-            usage = (tw, hp, None)
+        usage = _usage(b, e)
         first = ring.scopes == 1
         for i, u in enumerate(usage):
             if u is None:
@@ -147,6 +153,16 @@ class Pairer:
     def open_scopes(self) -> tuple[OpenScope, ...]:
         """Scopes open right now, outermost first."""
         return tuple(OpenScope(b.site, b.depth, b.ring, b.line) for b in self._stack)
+
+    def open_usage(self) -> tuple[tuple[Usage | None, ...], ...]:
+        """For each open scope (outermost first), its usage so far: the :class:`Scope` formulas with
+        the latest record of its ring standing in for the end (so ``alloc`` is what it has allocated
+        since it began).  Indexed like :data:`RESOURCES`; None where the file has no dep pool."""
+        out: list[tuple[Usage | None, ...]] = []
+        for b in self._stack:
+            e = self._last.get(b.ring, b)
+            out.append(_usage(b, e))
+        return tuple(out)
 
     def summary(self, parse_errors: int = 0, finished: bool = True) -> RunSummary:
         """Snapshot of the run.  With ``finished``, open scopes are reported as wedged."""
