@@ -243,3 +243,20 @@ def test_long_stream_keeps_decoder_and_pairer_state_small() -> None:
     assert max_pending < 400  # at most one partial line is held back
     # the only containers that live across chunks are per ring, not per record
     assert len(dec._last) <= 4 and len(dec._raw_heap) <= 4 and len(pairer._rings) <= 4
+
+
+def test_open_usage_is_measured_against_the_latest_record_of_the_ring() -> None:
+    p, _ = _push_all([_r(2, "root", "begin", 0, tw=(0, 0)),
+                      _r(3, "outer", "begin", 3, tw=(1, 2), heap=(0, 10)),
+                      _r(4, "inner", "begin", 4, tw=(1, 5), heap=(0, 40)),
+                      _r(5, "inner", "end", 4, tw=(2, 7), heap=(5, 70)),
+                      _r(6, "inner2", "begin", 4, tw=(2, 7), heap=(5, 70))])
+    usage = p.open_usage()
+    assert len(usage) == len(p.open_scopes) == 3
+    root, outer, inner2 = usage
+    assert root[0] == Usage(0, 0, 0)  # ring 0 was only sampled at its begin
+    assert outer[0] == Usage(7 - 1, 7 - 2, 7 - 2) and outer[1] == Usage(70 - 0, 70 - 5, 70 - 10)
+    assert inner2[0] == Usage(5, 5, 0)
+    v4 = Pairer()
+    v4.push(Record(2, "a", "begin", 1, 1, 0, 0, 0, 0, None, None, 0))
+    assert v4.open_usage()[0][2] is None
