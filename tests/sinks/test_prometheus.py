@@ -455,3 +455,24 @@ def test_progress_without_start_and_unknown_finish_do_not_raise() -> None:
     assert one(series(sink), "ringtrace_run_scopes", run="y") == 992
     sink.flush()
     sink.close()
+
+
+def test_awkward_site_names_stay_valid_exposition() -> None:
+    """Sites come from file names: quotes, backslashes and non-ASCII must be escaped, not break the page."""
+    site = 'we"ird\\name_\u00e9\u4e2d.cpp:7'
+    meta = json.dumps(_meta(6, total=2))
+    begin = json.dumps({"site": site, "phase": "begin", "depth": 1, "ring": 1, "task_window_start": 0,
+                        "task_window_end": 1, "heap_start": 0, "heap_end": 8, "dep_pool_start": 1,
+                        "dep_pool_end": 1, "tensormap": 0})
+    sink = PrometheusSink(clock=Clock())
+    for ev in events_of(f"{meta}\n{begin}\n".encode(), Source("/x/scope_stats.jsonl", Labels(run='r"un')), 1 << 20):
+        sink.receive(ev)
+    s = series(sink)
+    assert [dict(k)["site"] for k in pick(s, "ringtrace_wedged_scope_info", run='r"un')] == [site]
+    parse_openmetrics(generate_openmetrics(sink.registry).decode())
+    promtool = shutil.which("promtool")
+    require(promtool is not None, "promtool not installed (Debian package prometheus)")
+    assert promtool is not None
+    res = subprocess.run([promtool, "check", "metrics"], input=generate_latest(sink.registry), capture_output=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
