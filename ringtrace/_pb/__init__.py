@@ -1,0 +1,1 @@
+"""Generated protobuf modules (scripts/gen-proto.sh); do not edit."""
