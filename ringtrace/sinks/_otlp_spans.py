@@ -24,7 +24,6 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from hashlib import blake2b
-from types import MappingProxyType
 from typing import Any, overload
 
 import msgspec
@@ -50,7 +49,12 @@ class SpanEvent(msgspec.Struct, frozen=True):
 
 
 class SpanData(msgspec.Struct, frozen=True, gc=False):
-    """One span, ready to encode.  ``parent_id`` is empty for the root; ``error`` set = status ERROR."""
+    """One span, ready to encode.  ``parent_id`` is empty for the root; ``error`` set = status ERROR.
+
+    A scope span keeps its :class:`Scope` and the ring's capacities instead of a list of
+    attributes (:func:`scope_attrs` makes them; the encoder writes them directly); ``attrs``
+    then holds the extra ones (``ringtrace.peak``, ``ringtrace.parent_line``), which follow.
+    """
 
     span_id: bytes
     parent_id: bytes
@@ -60,6 +64,11 @@ class SpanData(msgspec.Struct, frozen=True, gc=False):
     attrs: Attrs
     error: str | None = None
     events: tuple[SpanEvent, ...] = ()
+    scope: Scope | None = None
+    caps: tuple[int | None, ...] = ()
+
+    def all_attrs(self) -> Attrs:
+        return self.attrs if self.scope is None else scope_attrs(self.scope, self.caps) + self.attrs
 
 
 class RunIds:
@@ -99,8 +108,8 @@ def describe_axis(tick: float) -> str:
 # -- building ----------------------------------------------------------------------------------
 
 
-def _caps(meta: Meta | None, ring: int) -> list[int | None]:
-    return [None if meta is None else meta.capacity(r, ring) for r in RESOURCES]
+def _caps(meta: Meta | None, ring: int) -> tuple[int | None, ...]:
+    return tuple(None if meta is None else meta.capacity(r, ring) for r in RESOURCES)
 
 
 def scope_attrs(scope: Scope, caps: Sequence[int | None]) -> Attrs:
@@ -151,19 +160,23 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
 
 def _wedged_event(fin: RunFinished, w: OpenScope, at_ns: int) -> SpanEvent:
     """The ring and the resource closest to capacity at the last sample (``diagnose.likely_error``)."""
-    code, peak, ratio = likely_error(fin.summary, w)
-    attrs: Attrs = [("ringtrace.ring", w.ring)]
-    if code == 11:
-        attrs.append(("ringtrace.resource", "tensormap"))
-    elif peak is not None:
-        attrs.append(("ringtrace.resource", peak.resource))
+    s = fin.summary
+    code, peak, ratio = likely_error(s, w)
+    if code != 11 and peak is None:  # nothing near capacity: still name the fullest resource of the ring
+        ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
+        if ring:
+            peak = max(ring, key=lambda p: p.live_ratio or 0.0)
+            ratio = peak.live_ratio or 0.0
+    resource = "tensormap" if code == 11 else peak.resource if peak is not None else "unknown"
+    attrs: Attrs = [("ringtrace.ring", w.ring), ("ringtrace.resource", resource),
+                    ("ringtrace.fill_ratio", float(ratio))]
     if code is not None:
-        attrs += [("ringtrace.fill_ratio", float(ratio)), ("ringtrace.orch_error_code", code),
-                  ("ringtrace.orch_error", ORCH_ERRORS[code][0])]
-    what = (f"ring {w.ring} {peak.resource} at {100 * ratio:.0f}% of capacity" if peak is not None and code
-            else f"tensormap at {100 * ratio:.0f}% of capacity" if code == 11
-            else "no counter near capacity at the last sample")
-    attrs.append(("ringtrace.message", f"scope {w.site} never closed; {what}"))
+        attrs += [("ringtrace.orch_error_code", code), ("ringtrace.orch_error", ORCH_ERRORS[code][0])]
+    where = "tensormap" if code == 11 else f"ring {w.ring} {resource}"
+    text = f"scope {w.site} never closed; {where} at {100 * ratio:.0f}% of capacity at the last sample"
+    if code is not None:
+        text += f": likely orch_error_code={code} {ORCH_ERRORS[code][0]}"
+    attrs.append(("ringtrace.message", text))
     return SpanEvent("ringtrace.wedged", at_ns, attrs)
 
 
@@ -196,23 +209,26 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
                               f"wedged: scope {w.site} never closed" + (" (the run stopped here)" if inner else ""),
                               (_wedged_event(fin, w, end_ns),)))
         parent = sid
+    span_id = ids.span_id
     for scope in sel.scopes:
-        present[scope.begin_line] = ids.span_id(scope.begin_line)
-    caps_by_ring: dict[int, list[int | None]] = {}
+        present[scope.begin_line] = span_id(scope.begin_line)
+    caps_by_ring: dict[int, tuple[int | None, ...]] = {}
+    peaks = sel.peaks
+    base, tick_ns = axis.base_ns, axis.tick_ns
     for scope in sel.scopes:
         caps = caps_by_ring.get(scope.ring)
         if caps is None:
             caps = caps_by_ring[scope.ring] = _caps(s.meta, scope.ring)
-        attrs = scope_attrs(scope, caps)
+        extra: Attrs = []
         pid = present.get(scope.parent_line)
         if pid is None:  # its enclosing begin never paired (unmatched): hang it off the root
             pid = root_id
-            attrs.append(("ringtrace.parent_line", scope.parent_line))
-        labels = sel.peaks.get(scope.begin_line)
+            extra.append(("ringtrace.parent_line", scope.parent_line))
+        labels = peaks.get(scope.begin_line)
         if labels:
-            attrs.append(("ringtrace.peak", labels))
-        spans.append(SpanData(present[scope.begin_line], pid, scope.site, axis.at(scope.begin_line),
-                              axis.at(scope.end_line), attrs))
+            extra.append(("ringtrace.peak", labels))
+        spans.append(SpanData(present[scope.begin_line], pid, scope.site, base + round(scope.begin_line * tick_ns),
+                              base + round(scope.end_line * tick_ns), extra, None, (), scope, caps))
     return spans
 
 
@@ -229,12 +245,16 @@ def _finding_attrs(rule: str, severity: str, message: str, ring: int | None, res
 
 
 # -- protobuf wire format (opentelemetry/proto/trace/v1/trace.proto) ----------------------------
+# Tags: Span 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 7/8 start/end (fixed64),
+# 9 attributes, 11 events, 15 status, 16 flags (fixed32); KeyValue 1 key, 2 value; AnyValue
+# 1 string, 2 bool, 3 int, 4 double, 5 array, 7 bytes.
 
 _PACK_D = struct.Struct("<d").pack
 _PACK_Q = struct.Struct("<Q").pack
+_PACK_TIMES = struct.Struct("<BQBQ").pack  # start (tag 0x39) and end (tag 0x41) times
 _SMALL = tuple(bytes((i,)) for i in range(128))
 _KIND_INTERNAL = b"\x30\x01"
-_FLAGS = b"\x85\x01" + struct.pack("<I", 0x100)  # field 16 fixed32: SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_FLAGS = b"\x85\x01" + struct.pack("<I", 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK sets
 
 
 def _varint(n: int) -> bytes:
@@ -242,6 +262,10 @@ def _varint(n: int) -> bytes:
         return _SMALL[n]
     if n < 0:
         n += 1 << 64
+    if n < 16384:
+        return bytes((n & 127 | 128, n >> 7))
+    if n < 2097152:
+        return bytes((n & 127 | 128, n >> 7 & 127 | 128, n >> 14))
     out = bytearray()
     while n > 127:
         out.append((n & 127) | 128)
@@ -273,38 +297,67 @@ def any_value(v: Any) -> bytes:
     raise TypeError(f"cannot encode attribute value of type {t.__name__}")
 
 
-_KEYS = MappingProxyType({k: _ld(b"\x0a", k.encode()) for k in (
-    "ringtrace.depth", "ringtrace.ring", "ringtrace.line", "ringtrace.end_line", "ringtrace.peak",
-    "ringtrace.parent_line", *(k for keys in _USAGE_KEYS for k in keys))})
-
-
 def key_values(attrs: Iterable[tuple[str, Any]], tag: bytes) -> bytes:
     """Repeated ``KeyValue`` fields with field tag ``tag``."""
-    parts = []
-    keys = _KEYS
-    for k, v in attrs:
-        kb = keys.get(k)
-        if kb is None:
-            kb = _ld(b"\x0a", k.encode())
-        t = type(v)
-        if t is int:
-            av = b"\x18" + (_SMALL[v] if 0 <= v < 128 else _varint(v))
-        elif t is float:
-            av = b"\x21" + _PACK_D(v)
-        else:
-            av = any_value(v)
-        kv = kb + b"\x12" + _SMALL[len(av)] + av if len(av) < 128 else kb + _ld(b"\x12", av)
-        parts.append(_ld(tag, kv))
-    return b"".join(parts)
+    return b"".join(_ld(tag, _ld(b"\x0a", k.encode()) + _ld(b"\x12", any_value(v))) for k, v in attrs)
 
 
-def encode_span(trace_id: bytes, sp: SpanData) -> bytes:
-    """One ``Span`` message, field for field what the SDK's ``_encode_span`` produces."""
-    body = [b"\x0a\x10", trace_id, b"\x12\x08", sp.span_id]
+def _int_heads(key: str) -> tuple[bytes, ...]:
+    """Span field 9 + KeyValue up to the int's varint, indexed by the varint's length (1..10)."""
+    kf = _ld(b"\x0a", key.encode())
+    return (b"", *(b"\x4a" + _varint(len(kf) + 3 + n) + kf + b"\x12" + _SMALL[1 + n] + b"\x18"
+                   for n in range(1, 11)))
+
+
+def _double_head(key: str) -> bytes:
+    kf = _ld(b"\x0a", key.encode())
+    return b"\x4a" + _varint(len(kf) + 11) + kf + b"\x12\x09\x21"
+
+
+_BASE_HEADS = tuple(_int_heads(f"{PREFIX}{k}") for k in ("depth", "ring", "line", "end_line"))
+_USAGE_INT_HEADS = tuple(tuple(_int_heads(k) for k in keys[:3]) for keys in _USAGE_KEYS)
+_RATIO_HEADS = tuple(tuple(_double_head(k) for k in keys[3:]) for keys in _USAGE_KEYS)
+_RATIO_PACKS = tuple(struct.Struct("<" + "".join(f"{len(h)}sd" for h in heads)).pack for heads in _RATIO_HEADS)
+
+
+def scope_attr_bytes(scope: Scope, caps: Sequence[int | None]) -> bytes:
+    """:func:`scope_attrs` as span field 9 entries, written without intermediate objects."""
+    out: list[bytes] = []
+    for heads, v in zip(_BASE_HEADS, (scope.depth, scope.ring, scope.begin_line, scope.end_line), strict=True):
+        vb = _varint(v)
+        out += (heads[len(vb)], vb)
+    for r, usage in enumerate(scope.usage):
+        if usage is None:
+            continue
+        hw, live, alloc = usage.high_water, usage.live_at_exit, usage.alloc
+        ih = _USAGE_INT_HEADS[r]
+        vb = _varint(hw)
+        out += (ih[0][len(vb)], vb)
+        vb = _varint(live)
+        out += (ih[1][len(vb)], vb)
+        vb = _varint(alloc)
+        out += (ih[2][len(vb)], vb)
+        cap = caps[r]
+        if cap:
+            dh = _RATIO_HEADS[r]
+            out.append(_RATIO_PACKS[r](dh[0], hw / cap, dh[1], live / cap, dh[2], alloc / cap))
+    return b"".join(out)
+
+
+def encode_span(trace_field: bytes, sp: SpanData) -> bytes:
+    """One ``Span`` message, field for field what the SDK's ``_encode_span`` produces.
+
+    ``trace_field`` is the encoded trace id field (``b"\\x0a\\x10" + trace_id``).
+    """
+    name = sp.name.encode()
+    body = [trace_field, b"\x12\x08", sp.span_id]
     if sp.parent_id:
         body += (b"\x22\x08", sp.parent_id)
-    body += (_ld(b"\x2a", sp.name.encode()), _KIND_INTERNAL, b"\x39", _PACK_Q(sp.start_ns), b"\x41",
-             _PACK_Q(sp.end_ns), key_values(sp.attrs, b"\x4a"))
+    body += (b"\x2a", _varint(len(name)), name, _KIND_INTERNAL, _PACK_TIMES(0x39, sp.start_ns, 0x41, sp.end_ns))
+    if sp.scope is not None:
+        body.append(scope_attr_bytes(sp.scope, sp.caps))
+    if sp.attrs:
+        body.append(key_values(sp.attrs, b"\x4a"))
     for ev in sp.events:
         body.append(_ld(b"\x5a", b"\x09" + _PACK_Q(ev.time_ns) + _ld(b"\x12", ev.name.encode())
                         + key_values(ev.attrs, b"\x1a")))
@@ -329,7 +382,8 @@ class WireEncoder:
         self._schema = _ld(b"\x1a", resource.schema_url.encode()) if resource.schema_url else b""
 
     def request(self, trace_id: bytes, spans: Iterable[SpanData]) -> bytes:
-        scope_spans = self._scope + b"".join(_ld(b"\x12", encode_span(trace_id, sp)) for sp in spans)
+        tf = b"\x0a\x10" + trace_id
+        scope_spans = self._scope + b"".join(_ld(b"\x12", encode_span(tf, sp)) for sp in spans)
         return _ld(b"\x0a", self._resource + _ld(b"\x12", scope_spans) + self._schema)
 
 
@@ -344,7 +398,7 @@ def to_readable(trace_id: bytes, sp: SpanData, resource: Resource, scope: Instru
               if sp.parent_id else None)
     status = Status(StatusCode.ERROR, sp.error) if sp.error is not None else Status(StatusCode.UNSET)
     events = [Event(e.name, dict(e.attrs), e.time_ns) for e in sp.events]
-    return ReadableSpan(sp.name, ctx, parent, resource, dict(sp.attrs), events, (), SpanKind.INTERNAL,
+    return ReadableSpan(sp.name, ctx, parent, resource, dict(sp.all_attrs()), events, (), SpanKind.INTERNAL,
                         status=status, start_time=sp.start_ns, end_time=sp.end_ns, instrumentation_scope=scope)
 
 

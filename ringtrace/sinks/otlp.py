@@ -342,8 +342,13 @@ class OtlpSink:
 
     # -- end of life -------------------------------------------------------------------------------------
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued run was exported (or failed); False when ``timeout`` ran out first."""
+    def flush(self) -> None:
+        """The sink contract's flush: :meth:`drain` within ``flush_timeout``."""
+        self.drain()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every queued run was exported (or failed); False when ``timeout`` (default
+        ``flush_timeout``) ran out first.  A wait on a condition, woken by the worker."""
         deadline = time.monotonic() + (self.flush_timeout if timeout is None else timeout)
         with self._cond:
             while self._jobs or self._busy:
@@ -358,7 +363,7 @@ class OtlpSink:
         """Flush (bounded by ``flush_timeout``), then stop: spans still queued count as failed."""
         if self._closed:
             return
-        self.flush()
+        self.drain()
         with self._cond:
             self._closed = True
             self._stop.set()

@@ -1,0 +1,366 @@
+"""A real OTLP trace receiver for tests and benchmarks, on 127.0.0.1 ephemeral ports.
+
+* gRPC: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``, served by ``grpcio`` with
+  the servicer generated in ``opentelemetry-proto`` (``trace_service_pb2_grpc``);
+* HTTP: ``POST /v1/traces`` with an ``application/x-protobuf`` ``ExportTraceServiceRequest`` body
+  (gzip/deflate ``Content-Encoding`` honoured); ``GET /stats`` answers ``{"spans", "requests",
+  "refused"}`` as JSON (used by the benchmark, which runs the receiver in its own process).
+
+Both store every accepted request (with its headers / metadata) unless ``keep=False`` (count
+only).  :meth:`OtlpReceiver.stop` and :meth:`OtlpReceiver.start` take it down and up again on the
+same ports (open HTTP keep-alive connections are cut too), so tests can simulate a receiver that
+is down at start or restarts mid-run; :meth:`go_down_after` stops it right after it accepted
+``k`` more requests, and :meth:`refuse_next` answers the next requests with UNAVAILABLE / 503.
+Waiting is on a condition with a deadline (:meth:`wait_for_spans`), never a sleep.
+
+Run ``python -m tests.otlp_receiver`` to serve in a process of its own: it prints one JSON line
+with the endpoints, counts only, and exits when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import socket
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+HOST = "127.0.0.1"
+
+
+def value_of(v: AnyValue) -> Any:
+    """An ``AnyValue`` as a Python value (arrays as tuples, kvlists as dicts)."""
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return tuple(value_of(x) for x in v.array_value.values)
+    if kind == "kvlist_value":
+        return attrs_of(v.kvlist_value.values)
+    return getattr(v, kind)
+
+
+def attrs_of(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kv: KeyValue
+    for kv in kvs:
+        out[kv.key] = value_of(kv.value)
+    return out
+
+
+@dataclass(frozen=True)
+class ReceivedEvent:
+    name: str
+    time: int
+    attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    """One received span, decoded; ids as hex (``parent_id`` "" for a root span)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    status_code: int  # 0 unset, 1 ok, 2 error
+    status_message: str
+    events: tuple[ReceivedEvent, ...]
+    resource: dict[str, Any]
+    scope: str
+    kind: int
+    flags: int
+
+
+@dataclass(frozen=True)
+class Received:
+    """One accepted request."""
+
+    protocol: str
+    headers: dict[str, str]
+    request: ExportTraceServiceRequest
+
+
+def count_spans(req: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, rx: OtlpReceiver) -> None:
+        self.rx = rx
+
+    def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        headers = {k: v if isinstance(v, str) else v.decode(errors="replace") for k, v in context.invocation_metadata()}
+        if not self.rx._admit("grpc", headers, request):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "test receiver is going down")
+        return ExportTraceServiceResponse()
+
+
+def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            rx._track(self.connection, True)
+
+        def finish(self) -> None:
+            rx._track(self.connection, False)
+            super().finish()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _reply(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path != "/stats":
+                self._reply(404, b"not found", "text/plain")
+                return
+            self._reply(200, json.dumps(rx.stats()).encode(), "application/json")
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.path != "/v1/traces":
+                self._reply(404, b"not found", "text/plain")
+                return
+            encoding = (self.headers.get("Content-Encoding") or "").lower()
+            try:
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
+                request = ExportTraceServiceRequest.FromString(body)
+            except Exception as err:
+                self._reply(400, str(err).encode(), "text/plain")
+                return
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            if not rx._admit("http", headers, request):
+                self._reply(503, b"test receiver is going down", "text/plain")
+                return
+            self._reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+
+    return Handler
+
+
+class OtlpReceiver:
+    """Both servers; ``start()`` picks ports the first time and reuses them on every restart."""
+
+    def __init__(self, *, keep: bool = True) -> None:
+        self.keep = keep
+        self.grpc_port = 0
+        self.http_port = 0
+        self._cond = threading.Condition()
+        self._received: list[Received] = []
+        self._spans = 0
+        self._requests = 0
+        self._refused = 0
+        self._refuse_next = 0
+        self._down_after: int | None = None
+        self._up = False
+        self._grpc: grpc.Server | None = None
+        self._http: ThreadingHTTPServer | None = None
+        self._http_thread: threading.Thread | None = None
+        self._stopper: threading.Thread | None = None
+        self._conns: set[socket.socket] = set()
+        self.starts = 0
+
+    # -- endpoints ------------------------------------------------------------------------------
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"http://{HOST}:{self.grpc_port}"
+
+    @property
+    def http_endpoint(self) -> str:
+        """The base URL (as in ``OTEL_EXPORTER_OTLP_ENDPOINT``); traces go to ``/v1/traces`` under it."""
+        return f"http://{HOST}:{self.http_port}"
+
+    def endpoint(self, protocol: str) -> str:
+        return self.grpc_endpoint if protocol == "grpc" else self.http_endpoint
+
+    # -- life cycle -----------------------------------------------------------------------------------
+
+    def start(self) -> OtlpReceiver:
+        stopper = self._stopper
+        if stopper is not None:
+            stopper.join()
+        if self._up:
+            return self
+        server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp-rx-grpc"),
+                             options=[("grpc.so_reuseport", 0),
+                                      ("grpc.max_receive_message_length", 64 << 20)])
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            _TraceService(self), server)
+        port = server.add_insecure_port(f"{HOST}:{self.grpc_port}")
+        if port == 0:
+            raise OSError(f"cannot bind gRPC receiver on {HOST}:{self.grpc_port}")
+        self.grpc_port = port
+        server.start()
+        httpd = ThreadingHTTPServer((HOST, self.http_port), _handler(self))
+        httpd.daemon_threads = True
+        self.http_port = httpd.server_address[1]
+        thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                  name="otlp-rx-http", daemon=True)
+        thread.start()
+        self._grpc, self._http, self._http_thread = server, httpd, thread
+        with self._cond:
+            self._up = True
+            self.starts += 1
+        return self
+
+    def stop(self) -> None:
+        """Down: stop accepting, cut open connections, release the ports (kept for the next start)."""
+        with self._cond:
+            self._up = False
+        if self._grpc is not None:
+            self._grpc.stop(grace=None).wait(10)
+            self._grpc = None
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        with self._cond:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._http_thread is not None:
+            self._http_thread.join(10)
+            self._http_thread = None
+
+    def __enter__(self) -> OtlpReceiver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stopper is not None:
+            self._stopper.join()
+        self.stop()
+
+    @property
+    def up(self) -> bool:
+        return self._up
+
+    # -- fault injection ---------------------------------------------------------------------------------
+
+    def refuse_next(self, n: int) -> None:
+        """Answer the next ``n`` requests with UNAVAILABLE (gRPC) / 503 (HTTP), storing nothing."""
+        with self._cond:
+            self._refuse_next = n
+
+    def go_down_after(self, k: int) -> None:
+        """After ``k`` more accepted requests, refuse everything and stop (in a background thread)."""
+        with self._cond:
+            self._down_after = k
+
+    def wait_stopped(self, timeout: float = 10.0) -> None:
+        stopper = self._stopper
+        if stopper is not None:
+            stopper.join(timeout)
+
+    # -- the servers' side --------------------------------------------------------------------------------
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._cond:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    def _admit(self, protocol: str, headers: dict[str, str], request: ExportTraceServiceRequest) -> bool:
+        with self._cond:
+            if not self._up or self._refuse_next > 0:
+                self._refuse_next = max(0, self._refuse_next - 1)
+                self._refused += 1
+                return False
+            self._requests += 1
+            self._spans += count_spans(request)
+            if self.keep:
+                self._received.append(Received(protocol, headers, request))
+            if self._down_after is not None:
+                self._down_after -= 1
+                if self._down_after <= 0:
+                    self._down_after = None
+                    self._up = False
+                    self._stopper = threading.Thread(target=self.stop, name="otlp-rx-stop", daemon=True)
+                    self._stopper.start()
+            self._cond.notify_all()
+            return True
+
+    # -- what arrived ----------------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            return {"spans": self._spans, "requests": self._requests, "refused": self._refused}
+
+    @property
+    def span_count(self) -> int:
+        return self._spans
+
+    def wait_for_spans(self, n: int, timeout: float = 30.0) -> bool:
+        """Until at least ``n`` spans arrived; False when ``timeout`` ran out first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._spans >= n, timeout)
+
+    def received(self) -> list[Received]:
+        with self._cond:
+            return list(self._received)
+
+    def clear(self) -> None:
+        with self._cond:
+            self._received.clear()
+            self._spans = self._requests = self._refused = 0
+
+    def spans(self) -> list[ReceivedSpan]:
+        """Every stored span, decoded, in arrival order."""
+        return list(self._iter_spans())
+
+    def _iter_spans(self) -> Iterator[ReceivedSpan]:
+        for rec in self.received():
+            for rs in rec.request.resource_spans:
+                resource = attrs_of(rs.resource.attributes)
+                for ss in rs.scope_spans:
+                    for sp in ss.spans:
+                        yield ReceivedSpan(
+                            sp.trace_id.hex(), sp.span_id.hex(), sp.parent_span_id.hex(), sp.name,
+                            sp.start_time_unix_nano, sp.end_time_unix_nano, attrs_of(sp.attributes),
+                            sp.status.code, sp.status.message,
+                            tuple(ReceivedEvent(e.name, e.time_unix_nano, attrs_of(e.attributes)) for e in sp.events),
+                            resource, ss.scope.name, sp.kind, sp.flags)
+
+
+def main() -> None:
+    """Serve in this process (count only) until stdin closes."""
+    rx = OtlpReceiver(keep=False).start()
+    print(json.dumps({"grpc": rx.grpc_endpoint, "http": rx.http_endpoint}), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        rx.stop()
+
+
+if __name__ == "__main__":
+    main()
