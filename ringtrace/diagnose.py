@@ -69,12 +69,24 @@ def diagnose(s: RunSummary, th: Thresholds | None = None) -> tuple[Finding, ...]
                            f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair although "
                            "nothing was reported dropped"))
     out.extend(_capacity(s, th))
+    tm = s.tensormap
+    if tm.capacity and tm.peak >= th.near * tm.capacity:
+        out.append(Finding(
+            "near_capacity", "error" if tm.peak >= tm.capacity else "warning",
+            f"tensormap peaked at {tm.peak} of {tm.capacity} entries ({_pct(tm.peak / tm.capacity)}) at "
+            f"{tm.peak_site}; when it fills the run fails with orch_error_code=11 TENSORMAP_OVERFLOW",
+            None, "tensormap", tm.peak_site))
     out.extend(_collapse(s, th))
     if s.max_depth > 3:
         ring3 = [p for p in s.peaks if p.ring == 3 and p.scopes and (p.high_water_ratio or 0) >= th.near]
-        out.append(Finding("deep_nesting", "warning" if ring3 else "info",
-                           f"scopes nest {s.max_depth} deep; ring 3 is a clamp, so depths 3..{s.max_depth} all "
-                           "share ring 3 and nesting past depth 3 only concentrates pressure there", ring=3))
+        text = (f"scopes nest {s.max_depth} deep; ring 3 is a clamp, so depths 3..{s.max_depth} all share ring 3 "
+                "and nesting past depth 3 only concentrates pressure there")
+        worst = max(ring3, key=lambda q: q.high_water_ratio or 0.0) if ring3 else None
+        if worst is not None:
+            text += (f": ring 3 {worst.resource} reached {_pct(worst.high_water_ratio)} of capacity at "
+                     f"{worst.high_water_site}; move the inner scopes' work to rings 1-2 or raise ring 3's capacity")
+        out.append(Finding("deep_nesting", "warning" if worst else "info", text, ring=3,
+                           resource=worst.resource if worst else None, site=worst.high_water_site if worst else None))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda f: order[f.severity]))
 
