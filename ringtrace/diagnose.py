@@ -7,9 +7,11 @@ numbers, so a person can act on it without opening the file.  Thresholds are set
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
-from ringtrace.records import Finding, OpenScope, Peak, RunSummary
+from ringtrace.records import Finding, OpenScope, Peak, RunSummary, Usage
 
 ORCH_ERRORS = {
     1: ("SCOPE_DEADLOCK", "split the scope, or raise ring_task_window"),
@@ -24,9 +26,13 @@ class Thresholds(msgspec.Struct, frozen=True):
     """Ratios (of capacity) that turn figures into findings."""
 
     near: float = 0.8
-    """A ring resource at or above this share of its capacity is near capacity."""
+    """A ring resource at or above this share of its capacity is near capacity (also: the tensormap,
+    and a wedged scope's own task-window allocation for SCOPE_DEADLOCK)."""
     idle: float = 0.05
     """At or below this share, a ring counts as idle (for the auto-scope-collapse rule)."""
+    wedge: float = 0.5
+    """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
+    this share at the last sample (which is taken before the last submissions, so below ``near``)."""
 
 
 def fmt_amount(resource: str, n: int) -> str:
@@ -43,12 +49,19 @@ def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{100 * ratio:.0f}%"
 
 
-def diagnose(s: RunSummary, th: Thresholds | None = None) -> tuple[Finding, ...]:
-    """All findings for ``s``, most severe first."""
+def diagnose(s: RunSummary, th: Thresholds | None = None,
+             open_usage: Sequence[tuple[Usage | None, ...]] = ()) -> tuple[Finding, ...]:
+    """All findings for ``s``, most severe first.
+
+    ``open_usage`` (from :meth:`Pairer.open_usage`, aligned with ``s.wedged``) lets the wedge rule
+    see what the wedged scopes allocated themselves; without it SCOPE_DEADLOCK is told from
+    FLOW_CONTROL_DEADLOCK by the number of open scopes on the ring only.
+    """
     th = th or Thresholds()
     out: list[Finding] = []
     if s.wedged:
-        out.append(_wedged(s, s.wedged))
+        inner_usage = open_usage[-1] if len(open_usage) == len(s.wedged) else None
+        out.append(_wedged(s, s.wedged, th, inner_usage))
     meta = s.meta
     if meta is not None and meta.fatal:
         out.append(Finding("fatal", "error",
@@ -163,16 +176,30 @@ def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
     return out
 
 
-def likely_error(s: RunSummary, innermost: OpenScope) -> tuple[int | None, Peak | None, float]:
-    """The orch_error_code a wedge most likely raised, the resource behind it and its fill ratio."""
-    if s.tensormap.capacity and s.tensormap.live / s.tensormap.capacity >= 0.9:
-        return 11, None, s.tensormap.live / s.tensormap.capacity
+def likely_error(s: RunSummary, innermost: OpenScope, th: Thresholds | None = None,
+                 usage: tuple[Usage | None, ...] | None = None) -> tuple[int | None, Peak | None, float]:
+    """The orch_error_code a wedge most likely raised, the resource behind it and its fill ratio.
+
+    At the last sample of the innermost scope's ring: the tensormap at ``near`` -> 11; the scope's
+    own task-window allocation (``usage``, its usage so far) at ``near`` -> 1 SCOPE_DEADLOCK;
+    else the fullest resource of the ring, when at ``wedge`` or more: heap -> 2, dep pool -> 4,
+    task window -> 3 FLOW_CONTROL_DEADLOCK when other open scopes share the ring, else 1.
+    (None, None, 0.0) when nothing is full enough to blame.
+    """
+    th = th or Thresholds()
+    tm = s.tensormap
+    if tm.capacity and tm.live / tm.capacity >= th.near:
+        return 11, None, tm.live / tm.capacity
     ring = [p for p in s.peaks if p.ring == innermost.ring and p.capacity]
     if not ring:
         return None, None, 0.0
+    tw = next((p for p in ring if p.resource == "task_window"), None)
+    own = usage[0] if usage else None
+    if tw is not None and tw.capacity and own is not None and own.alloc >= th.near * tw.capacity:
+        return 1, tw, own.alloc / tw.capacity
     worst = max(ring, key=lambda p: p.live_ratio or 0.0)
     ratio = worst.live_ratio or 0.0
-    if ratio <= 0.0:
+    if ratio <= 0.0 or ratio < th.wedge:
         return None, None, 0.0
     if worst.resource == "heap":
         return 2, worst, ratio
@@ -182,21 +209,31 @@ def likely_error(s: RunSummary, innermost: OpenScope) -> tuple[int | None, Peak 
     return (3 if same_ring > 1 else 1), worst, ratio
 
 
-def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...]) -> Finding:
+def _capacities(s: RunSummary, ring: int) -> str:
+    caps = [f"{p.resource} {fmt_amount(p.resource, p.capacity)}" for p in s.peaks if p.ring == ring and p.capacity]
+    return ", ".join(caps) if caps else "not in the metadata"
+
+
+def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
+            usage: tuple[Usage | None, ...] | None) -> Finding:
     inner = wedged[-1]
-    code, peak, ratio = likely_error(s, inner)
+    code, peak, ratio = likely_error(s, inner, th, usage)
     text = (f"run wedged in scope {inner.site} (depth {inner.depth}, ring {inner.ring}, begin at line "
             f"{inner.line}); {len(wedged)} scope(s) never closed")
     if code is not None:
         name, move = ORCH_ERRORS[code]
-        if peak is not None:
+        if code == 1 and usage is not None and usage[0] is not None and peak is not None:
+            held = (f"the scope itself allocated {usage[0].alloc} of the ring {inner.ring} task window's "
+                    f"{peak.capacity} slots ({_pct(ratio)}) by the last sample")
+        elif peak is not None:
             held = f"ring {inner.ring} {peak.resource} at {_pct(ratio)} of capacity at the last sample"
         else:
             held = f"tensormap at {_pct(ratio)} of capacity"
         text += f". Likely orch_error_code={code} {name} ({held}): {move}"
     else:
-        text += (". No counter was near capacity at the last sample (the ring filled after it); "
-                 "look for orch_error_code= in the host log")
+        text += (f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it); "
+                 f"look for orch_error_code= in the host log. Ring {inner.ring} capacities: "
+                 f"{_capacities(s, inner.ring)}")
     if s.meta is not None and not s.meta.fatal:
         text += '. "fatal" is false, as deadlocks leave it'
     return Finding("wedged", "error", text, inner.ring, peak.resource if peak else None, inner.site)

@@ -64,8 +64,8 @@ class Run:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
         summary = self.summary(finished=reason != "shutdown")
-        self.finished = RunFinished(self.source, summary, diagnose(summary, self.thresholds), reason,
-                                    tuple(self.problems))
+        findings = diagnose(summary, self.thresholds, self.pairer.open_usage() if summary.wedged else ())
+        self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems))
         out.append(self.finished)
         return out
 
