@@ -1,0 +1,288 @@
+"""Diagnosis rules on the real failed samples and on realistic synthetic runs.
+
+Every run goes through ``Run`` (decoder + pairer + diagnose), as the commands do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from ringtrace.diagnose import Thresholds, diagnose, likely_error
+from ringtrace.records import Finding, RunFinished, Source
+from ringtrace.run import Run
+from tests.conftest import SAMPLES, Line, encode_lines, meta, rec, with_totals
+
+FLOW = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
+HEAP = SAMPLES / "failed/HeapRingDeadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
+
+
+def finish(data: bytes, th: Thresholds | None = None) -> RunFinished:
+    run = Run(Source("test.jsonl"), th)
+    run.feed(data)
+    fin = run.finish("eof")[-1]
+    assert isinstance(fin, RunFinished)
+    return fin
+
+
+def findings(lines: list[Line], th: Thresholds | None = None) -> dict[str, Finding]:
+    """Findings by rule (asserting each rule fires at most once unless it is per ring)."""
+    fin = finish(encode_lines(lines), th)
+    return {f.rule + ("" if f.resource is None else f":{f.ring}:{f.resource}"): f for f in fin.findings}
+
+
+def rules(lines: list[Line], th: Thresholds | None = None) -> list[str]:
+    return [f.rule for f in finish(encode_lines(lines), th).findings]
+
+
+# -- wedges on the real failed samples ---------------------------------------------------------
+
+
+def test_flow_control_sample_names_code_3_as_its_host_log_does() -> None:
+    host = (FLOW / "host.log").read_text()
+    logged = re.search(r"orch_error_code=(\d+) ([A-Z_]+) -", host)
+    assert logged is not None and logged.groups() == ("3", "FLOW_CONTROL_DEADLOCK")
+    fin = finish((FLOW / "dfx_outputs/scope_stats/scope_stats.jsonl").read_bytes())
+    wedged = fin.findings[0]
+    assert (wedged.rule, wedged.severity, wedged.ring, wedged.resource, wedged.site) == \
+        ("wedged", "error", 3, "task_window", "nested_dummy_small_orch.cpp:75")
+    assert f"orch_error_code={logged[1]} {logged[2]}" in wedged.message
+    assert "line 6" in wedged.message and "5 scope(s) never closed" in wedged.message
+    assert "75% of capacity" in wedged.message  # 3 of 4 slots at the last sample
+    assert '"fatal" is false' in wedged.message
+    # the host log's own figures: task ring 3 active=3/4
+    assert "Task ring 3: current=3, last_alive=0, active=3/4" in host
+
+
+def test_heap_ring_deadlock_sample_blames_nothing_but_lists_the_tiny_heap() -> None:
+    fin = finish(HEAP.read_bytes())
+    assert [f.rule for f in fin.findings] == ["wedged"]
+    msg = fin.findings[0].message
+    assert "orch_error_code=" in msg and "Likely" not in msg  # all counters were 0 at the only sample
+    assert "(unknown):0" in msg and "heap 1.0 KiB" in msg
+
+
+# -- wedges: which orch_error_code -------------------------------------------------------------
+
+
+def _wedge(last: list[dict[str, Any]], **caps: Any) -> Finding:
+    lines = with_totals([rec("(unknown):0", "begin", 0), rec("l1", "begin", 1), rec("l2", "begin", 2), *last],
+                        **caps)
+    fin = finish(encode_lines(lines))
+    w = [f for f in fin.findings if f.rule == "wedged"]
+    assert len(w) == 1
+    return w[0]
+
+
+def test_scope_deadlock_when_the_wedged_scope_alone_fills_the_task_window() -> None:
+    # depth-3 scope submits 7 of 8 slots itself; its depth-4 children closed; it wedged submitting more
+    w = _wedge([rec("big", "begin", 3, tw=(0, 0)),
+                rec("kid", "begin", 4, tw=(0, 3)), rec("kid", "end", 4, tw=(0, 5)),
+                rec("kid", "begin", 4, tw=(0, 6)), rec("kid", "end", 4, tw=(0, 7))], task_window=8)
+    assert "orch_error_code=1 SCOPE_DEADLOCK" in w.message
+    assert "allocated 7 of the ring 3 task window's 8 slots" in w.message
+    assert (w.site, w.ring, w.resource) == ("big", 3, "task_window")
+
+
+def test_flow_control_when_an_outer_scope_on_the_same_ring_holds_the_window() -> None:
+    # same, but it wedged inside a new child: the outer scope holds the slots, the child cannot submit
+    w = _wedge([rec("big", "begin", 3, tw=(0, 0)),
+                rec("kid", "begin", 4, tw=(0, 3)), rec("kid", "end", 4, tw=(0, 5)),
+                rec("kid", "begin", 4, tw=(0, 7))], task_window=8)
+    assert "orch_error_code=3 FLOW_CONTROL_DEADLOCK" in w.message
+    assert (w.site, w.ring) == ("kid", 3)
+
+
+def test_task_window_full_with_one_open_scope_on_the_ring_without_usage_is_scope_deadlock() -> None:
+    lines = with_totals([rec("(unknown):0", "begin", 0), rec("a", "begin", 1, tw=(0, 7))], task_window=8)
+    run = Run(Source("x"))
+    run.feed(encode_lines(lines))
+    s = run.summary(finished=True)
+    code, peak, ratio = likely_error(s, s.wedged[-1])
+    assert (code, peak.resource if peak else None, ratio) == (1, "task_window", 7 / 8)
+    assert "orch_error_code=1 SCOPE_DEADLOCK" in diagnose(s)[0].message
+
+
+def test_heap_ring_deadlock_when_heap_is_the_full_one() -> None:
+    w = _wedge([rec("hot", "begin", 3, tw=(0, 2), heap=(0, 900))], heap=1024, task_window=16)
+    assert "orch_error_code=2 HEAP_RING_DEADLOCK" in w.message
+    assert "ring 3 heap at 88% of capacity" in w.message
+    assert (w.site, w.ring, w.resource) == ("hot", 3, "heap")
+
+
+def test_dep_pool_overflow_when_dep_pool_is_the_full_one() -> None:
+    w = _wedge([rec("fan", "begin", 3, tw=(0, 2), heap=(0, 10), dp=(1, 60))], dep_pool=64)
+    assert "orch_error_code=4 DEP_POOL_OVERFLOW" in w.message and w.resource == "dep_pool"
+
+
+def test_tensormap_overflow_when_the_tensormap_is_near_full() -> None:
+    w = _wedge([rec("tm", "begin", 3, tm=95)], tensormap=100)
+    assert "orch_error_code=11 TENSORMAP_OVERFLOW" in w.message and "tensormap at 95%" in w.message
+
+
+def test_low_fill_is_not_blamed_and_wedge_threshold_is_settable() -> None:
+    last = [rec("x", "begin", 3, heap=(0, 300))]
+    lines = with_totals([rec("(unknown):0", "begin", 0), *last], heap=1024)
+    fin = finish(encode_lines(lines))
+    assert "Likely" not in fin.findings[0].message and "heap 1.0 KiB" in fin.findings[0].message
+    fin = finish(encode_lines(lines), Thresholds(wedge=0.25))
+    assert "orch_error_code=2 HEAP_RING_DEADLOCK" in fin.findings[0].message
+
+
+def test_shutdown_is_not_a_wedge() -> None:
+    run = Run(Source("x"))
+    run.feed(encode_lines(with_totals([rec("a", "begin", 1)])))
+    fin = run.finish("shutdown")[-1]
+    assert isinstance(fin, RunFinished) and fin.summary.wedged == ()
+    assert "wedged" not in [f.rule for f in fin.findings]
+
+
+# -- the other rules ---------------------------------------------------------------------------
+
+TWO = [rec("a", "begin", 1), rec("a", "end", 1, tw=(0, 1))]
+
+
+def test_dropped_is_a_warning_and_explains_unmatched() -> None:
+    lines = [meta(total=5, dropped=2), rec("a", "begin", 1), rec("a", "end", 1), rec("b", "end", 1)]
+    fs = findings(lines)
+    assert fs["dropped"].severity == "warning" and "2 records were dropped" in fs["dropped"].message
+    assert "lower bounds" in fs["dropped"].message
+    assert "unmatched" not in fs  # explained by the drops
+
+
+def test_unmatched_without_drops_is_a_warning() -> None:
+    fs = findings(with_totals([*TWO, rec("b", "end", 1, tw=(0, 1))]))
+    assert "0 begins and 1 ends did not pair" in fs["unmatched"].message
+
+
+def test_fatal_is_an_error() -> None:
+    fs = findings([meta(fatal=True, total=2), *TWO])
+    assert fs["fatal"].severity == "error" and '"fatal": true' in fs["fatal"].message
+
+
+def test_incomplete_file_is_a_warning() -> None:
+    fs = findings([meta(total=10), *TWO])
+    assert fs["incomplete"].severity == "warning"
+    assert "read 2 records" in fs["incomplete"].message and "promises 10" in fs["incomplete"].message
+
+
+def test_incomplete_is_not_repeated_for_a_wedged_file() -> None:
+    assert "incomplete" not in rules([meta(total=10), rec("a", "begin", 1)])
+
+
+def test_parse_errors_are_a_warning() -> None:
+    fs = findings([meta(total=2), TWO[0], "oops", TWO[1]])
+    assert "1 lines could not be read" in fs["parse_errors"].message
+
+
+def test_near_capacity_when_one_scope_allocates_most_of_a_ring() -> None:
+    fs = findings(with_totals([rec("big", "begin", 2, heap=(0, 0)), rec("big", "end", 2, heap=(0, 900))],
+                              heap=1024))
+    f = fs["near_capacity:2:heap"]
+    assert f.severity == "warning" and f.site == "big"
+    assert "scope big alone allocated 900 B of 1.0 KiB (88%)" in f.message and "ring 2 heap" in f.message
+    fs = findings(with_totals([rec("big", "begin", 2, heap=(0, 0)), rec("big", "end", 2, heap=(0, 1024))],
+                              heap=1024))
+    assert fs["near_capacity:2:heap"].severity == "error"
+
+
+def test_pinned_when_a_lot_is_held_at_exit_and_nothing_streams() -> None:
+    # 12 slots taken before the scope began are never reclaimed; the scope adds 2
+    lines = with_totals([rec("load", "begin", 1, tw=(0, 12)), rec("load", "end", 1, tw=(0, 14))], task_window=16)
+    fs = findings(lines)
+    assert list(fs) == ["pinned:1:task_window"]
+    f = fs["pinned:1:task_window"]
+    assert f.severity == "warning" and "14 of 16 (88%) is still held when scope load exits" in f.message
+
+
+def test_streaming_scope_is_info() -> None:
+    lines = with_totals([rec("s", "begin", 1, heap=(0, 0)), rec("s", "end", 1, heap=(850, 900))], heap=1024)
+    fs = findings(lines)
+    assert list(fs) == ["streaming:1:heap"]  # it allocated 88% but holds only 5% at exit: not near capacity
+    f = fs["streaming:1:heap"]
+    assert f.severity == "info" and "scope s reached 900 B against 1.0 KiB (88%)" in f.message
+    assert "fine" in f.message
+
+
+def test_scope_streaming_more_than_the_ring_through_children_is_not_near_capacity() -> None:
+    """A depth-3 scope whose depth-4 children (same ring) stream 3x the ring through it."""
+    recs = [rec("outer", "begin", 3, heap=(0, 0))]
+    for i in range(6):
+        recs += [rec("kid", "begin", 4, heap=(i * 500, i * 500)), rec("kid", "end", 4, heap=(i * 500, i * 500 + 500))]
+    recs.append(rec("outer", "end", 3, heap=(3000, 3000)))
+    fs = findings(with_totals(recs, heap=1024))
+    assert "near_capacity:3:heap" not in fs
+    assert fs["deep_nesting:3:heap"].severity == "warning"  # ring 3 reached 293% high water through the clamp
+
+
+def test_tight_ring_that_streams_is_not_called_pinned() -> None:
+    """The PagedAttention 'tight' sample: 15 of 16 slots held at exits, but scopes reached 119%."""
+    data = (SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/"
+            "scope_stats.jsonl").read_bytes()
+    fin = finish(data)
+    assert "pinned" not in [f.rule for f in fin.findings]
+    tw = next(f for f in fin.findings if f.ring == 2 and f.resource == "task_window")
+    assert tw.rule == "streaming" and tw.severity == "info"
+    assert "15 of 16 (94%)" in tw.message and "119%" in tw.message
+
+
+def test_auto_scope_collapse_when_one_ring_carries_the_load() -> None:
+    lines = with_totals([rec("(unknown):0", "begin", 0), rec("f", "begin", 1), rec("l", "begin", 2),
+                         rec("deep", "begin", 3, heap=(0, 0)), rec("deep", "end", 3, heap=(0, 950)),
+                         rec("l", "end", 2), rec("f", "end", 1), rec("(unknown):0", "end", 0)], heap=1024)
+    fs = findings(lines)
+    f = fs["auto_scope_collapse:3:heap"]
+    assert f.severity == "warning" and "ring 3 carries the heap load (93% of capacity, peak at deep)" in f.message
+    assert "rings 0, 1, 2 stay under 5%" in f.message
+
+
+def test_no_collapse_when_another_ring_is_busy() -> None:
+    lines = with_totals([rec("f", "begin", 1, heap=(0, 0)), rec("deep", "begin", 3, heap=(0, 0)),
+                         rec("deep", "end", 3, heap=(0, 950)), rec("f", "end", 1, heap=(0, 300))], heap=1024)
+    assert "auto_scope_collapse" not in rules(lines)
+
+
+def test_idle_threshold_is_settable() -> None:
+    lines = with_totals([rec("f", "begin", 1, heap=(0, 0)), rec("deep", "begin", 3, heap=(0, 0)),
+                         rec("deep", "end", 3, heap=(0, 950)), rec("f", "end", 1, heap=(0, 100))], heap=1024)
+    assert "auto_scope_collapse" not in rules(lines)
+    assert "auto_scope_collapse" in rules(lines, Thresholds(idle=0.1))
+
+
+def test_deep_nesting_info_and_warning_when_ring_3_is_loaded() -> None:
+    light = with_totals([rec("a", "begin", 4), rec("a", "end", 4)])
+    f = findings(light)["deep_nesting"]
+    assert f.severity == "info" and "nest 4 deep" in f.message
+    heavy = with_totals([rec("a", "begin", 5, tw=(0, 0)), rec("a", "end", 5, tw=(0, 15))], task_window=16)
+    f = next(f for f in finish(encode_lines(heavy)).findings if f.rule == "deep_nesting")
+    assert f.severity == "warning" and "ring 3 task_window reached 94% of capacity at a" in f.message
+
+
+def test_near_threshold_is_settable() -> None:
+    lines = with_totals([rec("s", "begin", 1, heap=(0, 0)), rec("s", "end", 1, heap=(0, 400))], heap=1024)
+    assert rules(lines) == []
+    assert rules(lines, Thresholds(near=0.3)) == ["near_capacity"]
+
+
+def test_tensormap_near_capacity() -> None:
+    f = findings(with_totals([rec("t", "begin", 1, tm=85), *TWO], tensormap=100))["near_capacity:None:tensormap"]
+    assert f.severity == "warning" and "tensormap peaked at 85 of 100 entries (85%) at t" in f.message
+
+
+def test_findings_are_sorted_most_severe_first() -> None:
+    lines = [meta(fatal=True, dropped=1, total=4), rec("a", "begin", 4), rec("a", "end", 4), rec("b", "begin", 1)]
+    sev = [f.severity for f in finish(encode_lines(lines)).findings]
+    assert sev == sorted(sev, key=["error", "warning", "info"].index) and sev[0] == "error"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.rglob("*.jsonl")), ids=lambda p: p.parts[-4])
+def test_every_finding_on_the_samples_names_its_site_ring_and_resource(path: Any) -> None:
+    for f in finish(path.read_bytes()).findings:
+        if f.site is not None:
+            assert f.site in f.message
+        if f.ring is not None and f.rule != "deep_nesting":
+            assert f"ring {f.ring}" in f.message
+        if f.resource is not None and f.rule != "wedged":
+            assert f.resource in f.message
