@@ -8,8 +8,9 @@ naive reader (about 6x the file size in memory) runs on the 100 MB file only.
 
     .venv/bin/python tests/bench/bench_summary.py [--size-mb 100] [--skip-500] [--repeat N] [--profile]
 
-Prints a markdown table the README can take.  ``--profile`` adds a cProfile of
-``ringtrace.cli.main(["summary", "--format", "json", FILE])`` on the smaller file.
+Prints a markdown table the README can take.  ``--profile`` adds, on the smaller file, the CPU
+time of each reading stage in process (with a msgspec ``decode_lines`` lower bound) and a
+cProfile of ``ringtrace.cli.main(["summary", "--format", "json", FILE])``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -54,9 +56,9 @@ class Result(msgspec.Struct, frozen=True):
 
 
 def data_file(size_mb: int, seed: int) -> Path:
-    """The cached benchmark file of ~``size_mb`` MB (regenerated when the simulator's scenario changes)."""
+    """The cached benchmark file of ~``size_mb`` MB (regenerated when the scenario or the simulator changes)."""
     scn = sim.bench_scenario(size_mb * MB, seed)
-    key = hashlib.sha256(msgspec.json.encode(scn)).hexdigest()[:10]
+    key = hashlib.sha256(msgspec.json.encode(scn) + Path(sim.__file__).read_bytes()).hexdigest()[:10]
     path = DATA / f"bench_{size_mb}mb_seed{seed}_{key}.jsonl"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
@@ -83,27 +85,27 @@ def run_child(cmd: list[str]) -> tuple[float, float, float, bytes]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text  # ru_maxrss: KiB on Linux
 
 
+def best_of(reader: str, path: Path, cmd: list[str], repeat: int) -> tuple[Result, bytes]:
+    """Run ``cmd`` ``repeat`` times: the smallest wall and CPU times, the largest peak RSS."""
+    runs = [run_child(cmd) for _ in range(max(1, repeat))]
+    out = runs[0][3]
+    res = Result(reader, path.stat().st_size / MB, 0, min(r[0] for r in runs), min(r[1] for r in runs),
+                 max(r[2] for r in runs))
+    return res, out
+
+
 def bench_ringtrace(path: Path, repeat: int) -> Result:
-    best: Result | None = None
-    for _ in range(repeat):
-        wall, cpu, rss, out = run_child([sys.executable, "-m", "ringtrace", "summary", "--format", "json", str(path)])
-        [obj] = json.loads(out)["files"]
-        assert obj["complete"] and obj["parse_errors"] == 0, obj
-        res = Result("ringtrace summary --format json", path.stat().st_size / MB, obj["records"], wall, cpu, rss)
-        best = res if best is None or res.wall_s < best.wall_s else best
-    assert best is not None
-    return best
+    cmd = [sys.executable, "-m", "ringtrace", "summary", "--format", "json", str(path)]
+    res, out = best_of("ringtrace summary --format json", path, cmd, repeat)
+    [obj] = json.loads(out)["files"]
+    assert obj["complete"] and obj["parse_errors"] == 0, obj
+    return msgspec.structs.replace(res, records=obj["records"])
 
 
 def bench_naive(path: Path, records: int, repeat: int) -> Result:
-    best: Result | None = None
-    for _ in range(repeat):
-        wall, cpu, rss, out = run_child([sys.executable, str(NAIVE), str(path)])
-        assert out.startswith(b"fatal="), out[:200]
-        res = Result("naive (guide §5 snippet)", path.stat().st_size / MB, records, wall, cpu, rss)
-        best = res if best is None or res.wall_s < best.wall_s else best
-    assert best is not None
-    return best
+    res, out = best_of("naive (guide §5 snippet)", path, [sys.executable, str(NAIVE), str(path)], repeat)
+    assert out.startswith(b"fatal="), out[:200]
+    return msgspec.structs.replace(res, records=records)
 
 
 def profile(path: Path, top: int = 15) -> str:
@@ -124,6 +126,77 @@ def profile(path: Path, top: int = 15) -> str:
     return "\n".join(lines)
 
 
+def stages(path: Path) -> str:
+    """CPU time of the reading stages in this process, next to the naive reader and a lower bound.
+
+    The bound is what msgspec can do: ``decode_lines`` on each 1 MiB chunk plus a minimal
+    depth-stack pairing (heap high water only) -- what a leaner hot loop could approach.
+    """
+    from ringtrace.decode import Decoder, _RawRecord
+    from ringtrace.pair import Pairer
+    from ringtrace.records import Meta, Record, Source
+    from ringtrace.run import Run
+    from tests.bench import naive
+
+    data = path.read_bytes()
+    chunks = [data[i:i + MB] for i in range(0, len(data), MB)]
+    raw = msgspec.json.Decoder(_RawRecord)
+
+    def decode() -> None:
+        d = Decoder()
+        for c in chunks:
+            d.feed(c)
+        d.finish()
+
+    def decode_pair() -> None:
+        d, p = Decoder(), Pairer()
+        for c in chunks:
+            for item in d.feed(c):
+                if type(item) is Record:
+                    p.push(item)
+                elif isinstance(item, Meta):
+                    p.meta = item
+
+    def run() -> None:
+        r = Run(Source(str(path)))
+        for c in chunks:
+            r.feed(c)
+        r.finish("eof")
+
+    def bound() -> None:
+        stack: list[_RawRecord] = []
+        peaks: dict[int, int] = {}
+        rest = b""
+        for i, c in enumerate(chunks):
+            c = rest + c
+            cut = c.rfind(b"\n") + 1
+            body, rest = c[:cut], c[cut:]
+            if i == 0:
+                body = body[body.find(b"\n") + 1:]
+            for r in raw.decode_lines(body):
+                if r.phase == "begin":
+                    stack.append(r)
+                elif stack:
+                    b = stack.pop()
+                    if r.heap_end - b.heap_start > peaks.get(r.ring, -1):
+                        peaks[r.ring] = r.heap_end - b.heap_start
+
+    steps: list[tuple[str, Callable[[], object]]] = [
+             ("bytes.split into lines", lambda: [c.split(b"\n") for c in chunks]),
+             ("msgspec decode, one call per line", lambda: [raw.decode(x) for x in data.splitlines()[1:]]),
+             ("ringtrace Decoder.feed (decode.py)", decode),
+             ("Decoder + Pairer.push (pair.py)", decode_pair),
+             ("Run.feed + finish (run.py: decode, pair, events)", run),
+             ("bound: msgspec decode_lines + minimal pairing", bound),
+             ("naive reader (guide snippet), in process", lambda: naive.naive_summary(str(path)))]
+    lines = [f"CPU time by stage on {path.name}, in this process (no startup):", "", "| stage | CPU |", "|---|---|"]
+    for name, fn in steps:
+        t0 = time.process_time()
+        fn()
+        lines.append(f"| {name} | {time.process_time() - t0:.2f} s |")
+    return "\n".join(lines)
+
+
 def table(results: list[Result]) -> str:
     rows = ["| reader | file | records | wall | CPU | records/s (wall) | peak RSS |", "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -137,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size-mb", type=int, default=100, help="size of the file both readers run on (default 100)")
     ap.add_argument("--big-mb", type=int, default=500, help="size of the ringtrace-only RSS file (default 500)")
     ap.add_argument("--skip-500", action="store_true", help="skip the big file")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per reader; the fastest counts (default 1)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per reader; the smallest times count (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true", help="also cProfile ringtrace on the --size-mb file")
     args = ap.parse_args(argv)
@@ -164,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- ringtrace peak RSS on {big_rt.file_mb:.0f} MB: {big_rt.rss_mb:.0f} MB (goal <= 100 MB): "
               f"{'met' if big_rt.rss_mb <= 100 else 'NOT met'}")
     if args.profile:
+        print()
+        print(stages(small))
         print()
         print(profile(small))
     return 0
