@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/ringtrace demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check ringtrace tests
+	$(BIN)/ruff check ringtrace tests deploy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy ringtrace
