@@ -5,7 +5,8 @@ Modelled on the user guide (§1-§2, §5) and the real files in ``tests/fixtures
 * scope depth selects the ring, ``ring = min(depth, 3)``; the depth-0 root scope has site
   ``(unknown):0``, the others ``<program>_orch.cpp:<line>``;
 * every task takes one task-window slot, a heap block and some dep-pool entries on the ring
-  of the scope that submits it; the tensormap counts live tasks (global, ``tensormap_max``);
+  of the scope that submits it; the tensormap counts live tasks (global, ``tensormap_max``;
+  an entry leaves it when its task is reclaimed on its ring, and a full tensormap wedges);
 * a scope's tasks become reclaimable when the scope ends (consumers are taken as finished);
   reclaim is strictly FIFO per ring (the tails follow the oldest live task) and happens only
   when an allocation does not fit (the allocator has to wait).  A ring buffer never fills
@@ -45,7 +46,6 @@ MIB = 1 << 20
 ROOT_SITE = "(unknown):0"
 Version = Literal[4, 5, 6]
 Resource = Literal["task_window", "heap", "dep_pool", "tensormap"]
-_ORCH_CODE = {"heap": 2, "dep_pool": 4, "tensormap": 11}
 
 
 class Scenario(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,6 +54,8 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
 
     With ``after`` 0 (as in the real samples) a wedge always leaves only begin records at the
     tail of the file; with ``after`` > 0 a scope can wedge after its children have closed.
+    A wedge comes from the capacities (a ring smaller than what a scope holds at once, or a
+    tiny ``tensormap_max``); ``growth`` makes it arrive late in the run, as a longer sequence does.
     """
 
     name: str = "custom"

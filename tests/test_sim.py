@@ -197,6 +197,15 @@ def test_wedge_is_a_heap_deadlock_on_ring_3_and_fatal_says_so(tmp_path: Path) ->
     assert read(write(tmp_path, sim.named("fatal"))).obj["fatal"] is True
 
 
+def test_tensormap_overflow(tmp_path: Path) -> None:
+    scn = sim.Scenario(loops=(3, 4), tasks=(0, 1, 2), tensormap_max=12)
+    out = sim.outcome(scn)
+    assert (out.wedged, out.resource, out.orch_error_code) == (True, "tensormap", 11)
+    obj = read(write(tmp_path, scn)).obj
+    assert obj["tensormap"]["peak"] == 12 and (obj["wedged"][-1]["ring"], obj["wedged"][-1]["depth"]) == (2, 2)
+    assert "orch_error_code=11 " in next(f for f in obj["findings"] if f["rule"] == "wedged")["message"]
+
+
 def test_collapse_loads_ring_3_only(tmp_path: Path) -> None:
     obj = read(write(tmp_path, sim.named("collapse"))).obj
     heap = {r["ring"]: r for r in obj["rings"] if r["resource"] == "heap"}
