@@ -148,7 +148,8 @@ def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
             out.append(Finding(
                 "streaming", "info",
                 f"{where}: scope {p.high_water_site} reached {fmt_amount(p.resource, p.high_water)} against "
-                f"{cap} ({_pct(hw_r)}) but little is held at exit: it streams and reclaim keeps up (fine)",
+                f"{cap} ({_pct(hw_r)}) but at most {fmt_amount(p.resource, p.live_at_exit)} ({_pct(live_r)}) is held "
+                "at a scope exit: it streams and reclaim keeps up (fine)",
                 p.ring, p.resource, p.high_water_site))
     return out
 
