@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ringtrace.diagnose import fmt_amount
 from ringtrace.records import RunFinished, SinkEvent
@@ -84,7 +86,7 @@ class SummarySink:
 def render_run(console: Console, fin: RunFinished) -> None:
     """One run as a header, a per-ring table, wedged scopes and findings."""
     s, meta = fin.summary, fin.summary.meta
-    head = f"[bold]{fin.source.path}[/bold]"
+    head = f"[bold]{escape(fin.source.path)}[/bold]"  # paths and sites are data, never markup
     if meta is not None:
         head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
                  f"fatal {str(meta.fatal).lower()}  complete {str(s.complete).lower()}")
@@ -102,10 +104,10 @@ def render_run(console: Console, fin: RunFinished) -> None:
         style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
         table.add_row(str(p.ring), p.resource, "?" if p.capacity is None else fmt_amount(p.resource, p.capacity),
                       fmt_amount(p.resource, p.high_water), f"[{style}]{use}[/]" if style else use,
-                      fmt_amount(p.resource, p.live_at_exit), fmt_amount(p.resource, p.alloc), p.high_water_site)
+                      fmt_amount(p.resource, p.live_at_exit), fmt_amount(p.resource, p.alloc), Text(p.high_water_site))
     tm = s.tensormap
     table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), str(tm.peak),
-                  "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", tm.peak_site)
+                  "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", Text(tm.peak_site))
     console.print(table)
     if s.wedged:
         console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
