@@ -1,0 +1,342 @@
+"""``ringtrace summary`` and ``ringtrace check`` end to end: bad input, JSON shape, exit codes.
+
+Exit codes (cli.py docstring): 0 read (possibly with problems, reported on stderr), 1 ``check``
+failed (ring over the limit, wedged, fatal), 2 unreadable input.  Every bad-input case asserts the
+message names the file and line, the line is counted in ``parse_errors``, and a valid scope after
+it is still paired.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ringtrace.cli import main
+from ringtrace.decode import MAX_LINE
+from tests.conftest import SAMPLES, Line, WriteJsonl, encode_lines, meta, rec
+
+BGEMM = SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl"
+FLOW = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
+DEFAULT = SAMPLES / "outputs/TestScopeStats_default_20261130_101210"
+
+FILE_KEYS = {"path", "version", "fatal", "dropped", "total", "records", "complete", "scopes", "unmatched_begins",
+             "unmatched_ends", "parse_errors", "rings", "tensormap", "wedged", "findings", "labels"}
+RING_KEYS = {"ring", "resource", "capacity", "high_water", "high_water_site", "high_water_ratio", "live_at_exit",
+             "alloc"}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("RINGTRACE_"):
+            monkeypatch.delenv(key)
+
+
+class Result:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+    @property
+    def json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self.out)
+        return doc
+
+    def file(self, index: int = 0) -> dict[str, Any]:
+        f: dict[str, Any] = self.json["files"][index]
+        return f
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Any:
+    def run(*argv: str | Path) -> Result:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+# -- summary --format json ---------------------------------------------------------------------
+
+
+def test_json_is_one_object_with_the_issue_keys(cli: Any) -> None:
+    r = cli("summary", "--format", "json", SAMPLES)
+    assert r.code == 0 and r.err == ""
+    doc = r.json  # the whole stdout is one JSON document
+    assert list(doc) == ["files"] and len(doc["files"]) == 8
+    for f in doc["files"]:
+        assert set(f) >= FILE_KEYS
+        assert set(f["labels"]) >= {"run", "rank", "dispatch"}
+        assert set(f["tensormap"]) >= {"capacity", "peak", "peak_site"}
+        for ring in f["rings"]:
+            assert set(ring) >= RING_KEYS
+        for w in f["wedged"]:
+            assert set(w) == {"site", "depth", "ring", "line"}
+        for finding in f["findings"]:
+            assert set(finding) >= {"rule", "severity", "message"}
+
+
+def test_json_rings_only_for_rings_with_a_paired_scope(cli: Any) -> None:
+    f = cli("summary", "--format", "json", FLOW).file()
+    assert f["rings"] == [] and len(f["wedged"]) == 5
+    f = cli("summary", "--format", "json", BGEMM).file()
+    assert sorted({r["ring"] for r in f["rings"]}) == [0, 1]
+
+
+def test_json_ratio_is_null_without_capacity(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([{"version": 6, "fatal": False, "dropped": 0, "total": 2}, rec("a", "begin", 1),
+                        rec("a", "end", 1, tw=(0, 2))])
+    f = cli("summary", "--format", "json", path).file()
+    assert {r["high_water_ratio"] for r in f["rings"]} == {None}
+    assert {r["capacity"] for r in f["rings"]} == {None}
+
+
+def test_table_names_file_rings_and_findings(cli: Any) -> None:
+    r = cli("summary", FLOW)
+    assert r.code == 0
+    assert str(FLOW) in r.out and "wedged scopes" in r.out and "line 6: nested_dummy_small_orch.cpp:75" in r.out
+    assert "FLOW_CONTROL_DEADLOCK" in r.out
+
+
+# -- bad input, one case each ------------------------------------------------------------------
+
+
+def good_after(line: int) -> list[dict[str, Any]]:
+    """A valid scope after the bad line (ring 1, counters above anything before)."""
+    del line
+    return [rec("after.cpp:1", "begin", 1, tw=(100, 100), heap=(10**6, 10**6), dp=(100, 100)),
+            rec("after.cpp:1", "end", 1, tw=(100, 103), heap=(10**6, 10**6 + 64), dp=(100, 101))]
+
+
+def _bad_file(write_jsonl: WriteJsonl, bad: Line, **kw: Any) -> Path:
+    return write_jsonl([meta(total=3), rec("(unknown):0", "begin", 0), bad, *good_after(3),
+                        rec("(unknown):0", "end", 0)], **kw)
+
+
+def _assert_line_problem(r: Result, path: Path, line: int, text: str) -> None:
+    assert r.code == 0, r.err
+    assert f"{path}:{line}: error: " in r.err and text in r.err, r.err
+    f = r.file()
+    assert f["parse_errors"] == 1
+    assert f["scopes"] == 2  # the root and after.cpp:1 still paired
+    assert any(x["high_water_site"] == "after.cpp:1" for x in f["rings"])
+    assert [(p["line"], p["severity"]) for p in f["problems"]] == [(line, "error")]
+
+
+BAD_LINES: list[tuple[str, Line, str]] = [
+    ("unescaped-quote-unrepairable", b'{"site": "my"file.cpp:3", "phase": "begin", "depth": 1, "ring": 1, oops}',
+     "invalid JSON"),
+    ("binary-garbage", b"\x89PNG\x00\x01\xff\xfe\xfd garbage \x00", "invalid JSON"),
+    ("missing-field", {k: v for k, v in rec("m", "begin", 1).items() if k != "task_window_end"},
+     "task_window_end"),
+    ("non-integer-field", rec("m", "begin", 1, heap_end="12"), "Expected `int`, got `str` - at `$.heap_end`"),
+    ("float-field", rec("m", "begin", 1, tensormap=1.5), "$.tensormap"),
+    ("ring-outside-metadata", rec("m", "begin", 1, ring=4), "ring 4 outside the metadata's rings 0..3"),
+    ("depth-over-64", rec("m", "begin", 65, ring=3), "depth 65 outside 0..64"),
+    ("counter-backwards", rec("m", "begin", 0, ring=0, tw=(0, 0), heap=(0, 0), dp=(0, 0)),
+     "dep_pool_start went backwards on ring 0: 0 after 1"),
+    ("first-line-again", meta(), "second metadata line"),
+]
+
+
+@pytest.mark.parametrize(("bad", "text"), [(b, t) for _, b, t in BAD_LINES], ids=[i for i, _, _ in BAD_LINES])
+def test_bad_line_is_reported_with_file_and_line_and_the_rest_is_read(cli: Any, write_jsonl: WriteJsonl, bad: Line,
+                                                                      text: str) -> None:
+    path = _bad_file(write_jsonl, bad)
+    r = cli("summary", "--format", "json", path)
+    _assert_line_problem(r, path, 3, text)
+
+
+def test_unescaped_quote_in_site_is_repaired(cli: Any, write_jsonl: WriteJsonl) -> None:
+    """The runtime really writes ``{"site": "my"file.cpp:3", ...}``: read it, warn once."""
+    begin = json.dumps(rec("X", "begin", 1)).replace('"X"', '"my"file.cpp:3"')
+    end = json.dumps(rec("X", "end", 1, tw=(0, 2))).replace('"X"', '"my"file.cpp:3"')
+    path = write_jsonl([meta(total=4), rec("(unknown):0", "begin", 0), begin, end, rec("(unknown):0", "end", 0)])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 0
+    assert f"{path}:3: warning: site is not valid JSON" in r.err
+    f = r.file()
+    assert (f["parse_errors"], f["scopes"], f["complete"]) == (0, 2, True)
+    assert any(x["high_water_site"] == 'my"file.cpp:3' for x in f["rings"])
+
+
+def test_line_over_1mib(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = _bad_file(write_jsonl, rec("x" * MAX_LINE, "begin", 1))
+    r = cli("summary", "--format", "json", path)
+    _assert_line_problem(r, path, 3, f"line longer than {MAX_LINE} bytes")
+
+
+def test_crlf_endings(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([meta(total=4), rec("(unknown):0", "begin", 0), *good_after(3), rec("(unknown):0", "end", 0)],
+                       newline=b"\r\n")
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 0 and f"{path}:1: warning: CRLF line endings" in r.err
+    f = r.file()
+    assert (f["parse_errors"], f["scopes"], f["complete"]) == (0, 2, True)
+
+
+def test_missing_path(cli: Any, tmp_path: Path) -> None:
+    r = cli("summary", "--format", "json", tmp_path / "nope.jsonl", BGEMM)
+    assert r.code == 2
+    assert f"{tmp_path / 'nope.jsonl'}: no such file or directory" in r.err
+    assert len(r.json["files"]) == 1  # the readable input is still reported
+
+
+def test_directory_without_scope_stats_files(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "other.jsonl").write_text("{}\n")
+    r = cli("summary", tmp_path)
+    assert r.code == 2 and f"{tmp_path}: no scope_stats files in this directory" in r.err
+
+
+def test_empty_file(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 2
+    assert f"{path}: error: empty file" in r.err
+    assert r.file()["parse_errors"] == 1 and r.file()["version"] is None
+
+
+def test_metadata_only(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([meta(total=0)])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 0 and f"{path}: warning: metadata line only" in r.err
+    f = r.file()
+    assert (f["records"], f["scopes"], f["complete"], f["parse_errors"]) == (0, 0, True, 0)
+
+
+def test_first_line_not_metadata(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([rec("(unknown):0", "begin", 0), *good_after(2), rec("(unknown):0", "end", 0)])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 0
+    assert f"{path}:1: error: first line is not the metadata line" in r.err
+    f = r.file()
+    assert (f["version"], f["parse_errors"], f["scopes"], f["records"], f["complete"]) == (None, 1, 2, 4, False)
+
+
+def test_whole_file_of_garbage_is_unreadable(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([b"\x7fELF\x02\x01\x01\x00\x00\x00", b"\x00\x00\xff" * 50])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 2
+    assert f"{path}:1: error: " in r.err and f"{path}:2: error: " in r.err
+    assert r.file()["parse_errors"] == 2
+
+
+def test_unsupported_old_version_is_unreadable(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([{"version": 3, "fatal": False, "dropped": 0, "total": 0}])
+    r = cli("summary", path)
+    assert r.code == 2 and f"{path}:1: error: schema version 3 is not supported" in r.err
+
+
+def test_many_bad_lines_are_summarised(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([meta(total=2), *(["garbage"] * 150), *good_after(152)])
+    r = cli("summary", "--format", "json", path)
+    assert r.code == 0
+    assert r.err.count(f"{path}:") == 20 + 1  # 20 shown, then one line for the rest
+    assert f"{path}: 130 more parse error(s) not shown" in r.err
+    assert r.file()["parse_errors"] == 150 and r.file()["scopes"] == 1
+
+
+def test_no_traceback_in_a_subprocess(tmp_path: Path) -> None:
+    """Every bad input at once, through the real entry point: messages, exit 2, never a traceback."""
+    files = []
+    for i, (_, bad, _) in enumerate(BAD_LINES):
+        p = tmp_path / f"bad{i}.jsonl"
+        p.write_bytes(encode_lines([meta(total=3), rec("(unknown):0", "begin", 0), bad, *good_after(3)]))
+        files.append(str(p))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "garbage.jsonl").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "crlf.jsonl").write_bytes(encode_lines([meta(), *good_after(2)], newline=b"\r\n"))
+    files += [str(tmp_path / n) for n in ("empty.jsonl", "garbage.jsonl", "crlf.jsonl", "missing.jsonl")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RINGTRACE_")}
+    for args in (["summary", "--format", "json"], ["summary"], ["check"]):
+        proc = subprocess.run([sys.executable, "-m", "ringtrace", *args, *files], capture_output=True, text=True,
+                              timeout=120, env=env, check=False)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+        assert "missing.jsonl: no such file or directory" in proc.stderr
+        for i in range(len(BAD_LINES)):
+            assert f"bad{i}.jsonl:3: error: " in proc.stderr
+        if "json" in args:
+            doc = json.loads(proc.stdout)
+            assert len(doc["files"]) == len(files) - 1
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def test_check_passes_a_healthy_run(cli: Any) -> None:
+    r = cli("check", DEFAULT)
+    assert r.code == 0 and r.out.startswith("ok ")
+
+
+def test_check_fails_over_the_limit_naming_ring_resource_and_site(cli: Any) -> None:
+    r = cli("check", "--max-ratio", "0.4", BGEMM)  # ring 1 heap at 48.8%
+    assert r.code == 1
+    assert f"FAIL {BGEMM}" in r.out
+    assert "ring 1 heap at 48.8% of capacity (limit 40%), peak at bgemm_orch.cpp:82" in r.out
+    assert "task_window" not in r.out  # 6.1%
+
+
+def test_check_resource_selects_what_is_gated(cli: Any) -> None:
+    assert cli("check", "--max-ratio", "0.4", "--resource", "task_window", BGEMM).code == 0
+    assert cli("check", "--max-ratio", "0.4", "--resource", "task_window", "--resource", "heap", BGEMM).code == 1
+    r = cli("check", "--max-ratio", "0.05", "--resource", "dep_pool", BGEMM)  # 750 / 16384 = 4.6%
+    assert r.code == 0
+    r = cli("check", "--max-ratio", "0.04", "--resource", "dep_pool", BGEMM)
+    assert r.code == 1 and "ring 1 dep_pool at 4.6%" in r.out
+
+
+def test_check_fails_a_wedged_run(cli: Any) -> None:
+    r = cli("check", FLOW)
+    assert r.code == 1
+    assert "wedged in nested_dummy_small_orch.cpp:75 (depth 4, ring 3, line 6)" in r.out
+
+
+def test_check_fails_a_fatal_run(cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([meta(fatal=True, total=2), rec("a", "begin", 1), rec("a", "end", 1)])
+    r = cli("check", path)
+    assert r.code == 1 and "fatal: true" in r.out
+
+
+def test_check_unreadable_input_is_2_even_when_another_file_fails(cli: Any, tmp_path: Path) -> None:
+    r = cli("check", FLOW, tmp_path / "missing")
+    assert r.code == 2 and "FAIL" in r.out and "no such file or directory" in r.err
+
+
+def test_check_over_several_files_reports_each(cli: Any) -> None:
+    r = cli("check", "--max-ratio", "0.4", DEFAULT, BGEMM)
+    assert r.code == 1
+    assert r.out.count("ok ") == 1 and r.out.count("FAIL ") == 1
+
+
+def test_invalid_setting_is_exit_2(cli: Any) -> None:
+    r = cli("check", "--max-ratio", "-1", BGEMM)
+    assert r.code == 2 and "max" in r.err
+
+
+def test_thresholds_are_settable_from_the_command_line(cli: Any) -> None:
+    rules = [x["rule"] for x in cli("summary", "--format", "json", BGEMM).file()["findings"]]
+    assert "streaming" not in rules and "pinned" not in rules
+    # ring 1 heap: 125 MiB of 256 MiB (48.8%) still live at the last scope's exit; nothing reclaimed
+    f = cli("summary", "--format", "json", "--near", "0.4", BGEMM).file()
+    assert [(x["rule"], x["message"][:11]) for x in f["findings"]] == [("pinned", "ring 1 heap"),
+                                                                        ("auto_scope_collapse", "ring 1 carr")]
+    f = cli("summary", "--format", "json", "--near", "0.4", "--idle", "0.0001", BGEMM).file()
+    assert [x["rule"] for x in f["findings"]] == ["pinned", "auto_scope_collapse"]  # ring 0 is exactly 0
+
+
+@pytest.mark.parametrize("site", ["k[/].cpp:3", "kernel[v2].cpp:3", "[bold red]x.cpp:1"])
+def test_table_prints_sites_and_paths_verbatim_never_as_markup(cli: Any, tmp_path: Path, site: str) -> None:
+    path = tmp_path / "odd[/]dir" / "scope_stats.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(encode_lines([meta(total=2), rec(site, "begin", 1), rec(site, "end", 1, tw=(0, 2))]))
+    r = cli("summary", path)
+    assert r.code == 0 and "Traceback" not in r.err
+    assert str(path) in r.out
+    assert r.out.count(site) == 4  # three ring rows and the tensormap row
