@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -76,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
     p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
+    p.add_argument("--perfetto-dir", metavar="DIR", help="write one Perfetto trace per finished run here")
+    p.add_argument("--perfetto-format", choices=config_mod.literal_choices("perfetto_format"),
+                   help="proto (default) or chrome-json")
+    _add_otlp(p)
+
+    p = sub.add_parser("convert", parents=[common], help="scope timelines as a Perfetto trace and/or OTLP spans")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories (all into one trace)")
+    p.add_argument("-o", "--output", metavar="FILE", help="the Perfetto trace to write (e.g. run.pftrace)")
+    p.add_argument("--format", dest="perfetto_format", choices=config_mod.literal_choices("perfetto_format"),
+                   help="proto (native TrackEvent, default) or chrome-json (small traces)")
+    _add_otlp(p)
 
     p = sub.add_parser("demo", parents=[common], help="simulate the runtime writing build trees live, and follow them")
     p.add_argument("--dir", default="", help="where to write the build tree (default: a new temporary folder)")
@@ -84,12 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, default=DEFAULT_METRICS_ADDR,
                    metavar="HOST:PORT", help=f"serve Prometheus metrics (default {DEFAULT_METRICS_ADDR})")
     p.add_argument("--idle-timeout", type=float, default=5.0, help="finish a run unchanged for this long")
+    p.add_argument("--perfetto-dir", metavar="DIR", help="one Perfetto trace per run (default: DIR/traces)")
+    _add_otlp(p)
     return parser
+
+
+def _add_otlp(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--otlp-endpoint", metavar="URL",
+                   help="send scopes as OpenTelemetry spans (OTEL_EXPORTER_OTLP_* variables are honoured)")
+    p.add_argument("--otlp-protocol", choices=config_mod.literal_choices("otlp_protocol"), help="default grpc")
+    p.add_argument("--otlp-tick", type=float, help="seconds per record on the span time axis (default 1e-6)")
+    p.add_argument("--otlp-max-spans", type=int, help="spans kept per run (default 10000)")
 
 
 def _config(args: argparse.Namespace) -> Config:
     return config_mod.build({k: v for k, v in vars(args).items()
-                             if k not in ("command", "paths", "dir", "pace", "serve")})
+                             if k not in ("command", "paths", "dir", "pace", "serve", "output")})
 
 
 def _err(console: Console, text: str) -> None:
@@ -217,7 +239,45 @@ def cmd_demo(args: argparse.Namespace, cfg: Config, out: Console, err: Console) 
         return EXIT_INPUT
 
 
-COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "watch": cmd_watch, "demo": cmd_demo}
+def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace.service import otlp_wanted
+    from ringtrace.sinks.otlp import OtlpSink
+    from ringtrace.sinks.perfetto import PerfettoSink
+
+    if not args.output and not otlp_wanted(cfg):
+        _err(err, "convert: nothing to write: give -o FILE (Perfetto) and/or --otlp-endpoint URL")
+        return EXIT_INPUT
+    sinks: list[Sink] = []
+    perfetto: PerfettoSink | None = None
+    otlp: OtlpSink | None = None
+    try:
+        if args.output:
+            perfetto = PerfettoSink(Path(args.output), cfg.perfetto_format)
+            sinks.append(perfetto)
+        if otlp_wanted(cfg):
+            otlp = OtlpSink.from_config(cfg, backpressure=True)
+            sinks.append(otlp)
+    except OSError as e:
+        _err(err, f"cannot write {args.output}: {e.strerror or e}")
+        return EXIT_INPUT
+    summary, ok = _read(args.paths, cfg, sinks, err)
+    if perfetto is not None:
+        if perfetto.error is not None:
+            _err(err, f"{args.output}: cannot write: {perfetto.error.strerror or perfetto.error}")
+            ok = False
+        else:
+            out.print(f"wrote {args.output}: {len(summary.finished)} source(s); open it in https://ui.perfetto.dev",
+                      highlight=False)
+    if otlp is not None:
+        out.print(f"OTLP: {otlp.spans_exported} spans exported, {otlp.spans_failed} failed, "
+                  f"{otlp.dropped_spans} left out by --otlp-max-spans", highlight=False)
+        if otlp.spans_failed:
+            ok = False
+    return EXIT_OK if ok else EXIT_INPUT
+
+
+COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "convert": cmd_convert, "watch": cmd_watch,
+                            "demo": cmd_demo}
 
 
 class _JsonFormatter(logging.Formatter):

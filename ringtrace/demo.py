@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 
 from ringtrace.config import Config
@@ -55,6 +56,8 @@ def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="ringtrace-demo-"))
     build = root / "build_output"
     build.mkdir(parents=True, exist_ok=True)
+    if not cfg.perfetto_dir:
+        cfg = msgspec.structs.replace(cfg, perfetto_dir=str(root / "traces"))
     summary = SummarySink()
     service = assemble(cfg, [str(build)], extra=[summary])
     try:
@@ -62,8 +65,6 @@ def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool
     except OSError:
         if not cfg.metrics_addr.endswith(":0"):  # the default port is taken: any free port will do
             host = cfg.metrics_addr.rsplit(":", 1)[0]
-            import msgspec
-
             service = assemble(msgspec.structs.replace(cfg, metrics_addr=f"{host}:0"), [str(build)], extra=[summary])
             service.start()
         else:
@@ -84,4 +85,7 @@ def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool
     out.print(f"  .venv/bin/ringtrace check {build}   # a CI gate: exits 1 here (a wedged, fatal rank)",
               highlight=False)
     out.print(f"  .venv/bin/ringtrace watch {build} --metrics-addr   # then open the metrics URL", highlight=False)
+    out.print(f"  .venv/bin/ringtrace convert {build} -o demo.pftrace   # every run in one Perfetto trace",
+              highlight=False)
+    out.print(f"  open the traces in {cfg.perfetto_dir} with https://ui.perfetto.dev", highlight=False)
     return 0 if len(summary.finished) == files else 1

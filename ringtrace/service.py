@@ -8,6 +8,7 @@ owns the result: ``start()`` before ``app.run()``, ``stop()`` after.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from ringtrace.config import Config
 from ringtrace.http import MetricsServer
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.events import EventsSink
+from ringtrace.sinks.otlp import OtlpSink
+from ringtrace.sinks.perfetto import PerfettoDirSink
 from ringtrace.sinks.prometheus import PrometheusSink
 
 log = logging.getLogger("ringtrace")
@@ -52,7 +55,21 @@ def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
     elif cfg.events:
         sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
         notes.append(f"events: {cfg.events}")
+    if cfg.perfetto_dir:
+        Path(cfg.perfetto_dir).mkdir(parents=True, exist_ok=True)
+        sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
+        notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
+    if otlp_wanted(cfg):
+        sinks.append(OtlpSink.from_config(cfg))
+        notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
+                     f"({cfg.otlp_protocol})")
     return sinks, notes
+
+
+def otlp_wanted(cfg: Config) -> bool:
+    """``--otlp-endpoint``, or a standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variable."""
+    return bool(cfg.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> Service:

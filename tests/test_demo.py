@@ -16,6 +16,7 @@ def test_demo_follows_every_simulated_run(tmp_path: Path) -> None:
     assert "HEAP_RING_DEADLOCK" in proc.stdout
     files = sorted(tmp_path.rglob("scope_stats.jsonl"))
     assert len(files) == 5
+    assert len(list((tmp_path / "traces").glob("*.pftrace"))) == 5
     check = subprocess.run([sys.executable, "-m", "ringtrace", "check", str(tmp_path)], capture_output=True,
                            text=True, timeout=60)
     assert check.returncode == 1 and "wedged in moe_layer_orch.cpp" in check.stdout

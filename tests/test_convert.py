@@ -1,0 +1,54 @@
+"""``ringtrace convert`` from the command line: one trace for many sources, decoded with Perfetto's own protos."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from tests.conftest import SAMPLES
+
+
+def decode(path: Path) -> pb.Trace:
+    """The trace's packets, with Perfetto's ``compressed_packets`` (zlib-deflated Trace) unpacked."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    flat = pb.Trace()
+    for p in trace.packet:
+        if p.HasField("compressed_packets"):
+            part = pb.Trace()
+            part.ParseFromString(zlib.decompress(p.compressed_packets))
+            flat.packet.extend(part.packet)
+        else:
+            flat.packet.append(p)
+    return flat
+
+
+def test_convert_all_samples_into_one_trace(tmp_path: Path) -> None:
+    out = tmp_path / "all.pftrace"
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "8 source(s)" in proc.stdout
+    trace = decode(out)
+    processes = [p.track_descriptor for p in trace.packet
+                 if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")]
+    assert len(processes) == 8
+    begins = sum(1 for p in trace.packet if p.HasField("track_event") and p.track_event.type == 1)  # SLICE_BEGIN
+    # every paired scope and every wedged scope is a slice: 681+681+681 (nested), 251, 992, 2, plus 1 + 5 wedged
+    assert begins == 681 * 3 + 251 + 992 + 2 + 1 + 5
+
+
+def test_convert_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES)], capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and "nothing to write" in proc.stderr
+
+
+def test_convert_to_an_unwritable_place_is_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES), "-o",
+                           str(tmp_path / "missing-dir" / "x.pftrace")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
