@@ -333,7 +333,7 @@ def test_thresholds_are_settable_from_the_command_line(cli: Any) -> None:
 
 @pytest.mark.parametrize("site", ["k[/].cpp:3", "kernel[v2].cpp:3", "[bold red]x.cpp:1"])
 def test_table_prints_sites_and_paths_verbatim_never_as_markup(cli: Any, tmp_path: Path, site: str) -> None:
-    path = tmp_path / "odd[/]dir" / "scope_stats.jsonl"
+    path = tmp_path / "odd[bold]dir" / "scope_stats.jsonl"
     path.parent.mkdir()
     path.write_bytes(encode_lines([meta(total=2), rec(site, "begin", 1), rec(site, "end", 1, tw=(0, 2))]))
     r = cli("summary", path)
