@@ -114,7 +114,13 @@ class _HttpExporter(HttpSpanExporter):
 
 
 def make_exporter(endpoint: str | None, protocol: Protocol, timeout: float | None = None) -> SpanExporter:
-    """The SDK exporter for ``protocol``; ``endpoint``/``timeout`` only when given (else ``OTEL_EXPORTER_OTLP_*``)."""
+    """The SDK exporter for ``protocol``; ``endpoint``/``timeout`` only when given (else ``OTEL_EXPORTER_OTLP_*``).
+
+    An endpoint without a scheme (``collector:4317``) means ``http://`` (plain text), as a bare
+    ``host:port`` would otherwise silently become a TLS connection in the gRPC exporter.
+    """
+    if endpoint and "://" not in endpoint:
+        endpoint = "http://" + endpoint
     if protocol == "grpc":
         return _GrpcExporter(endpoint=endpoint or None, timeout=timeout)
     if protocol == "http/protobuf":
@@ -235,7 +241,8 @@ class OtlpSink:
                 st = self._runs.pop(event.source, None) or _RunState(self._wall(), self.max_spans)
                 self._finish(event, st)
         except Exception:  # never into the reader
-            self.internal_errors += 1
+            with self._cond:
+                self.internal_errors += 1
             log.exception("otlp sink: cannot handle %s", type(event).__name__)
 
     def _finish(self, fin: RunFinished, st: _RunState) -> None:
@@ -360,7 +367,8 @@ class OtlpSink:
         return True
 
     def close(self) -> None:
-        """Flush (bounded by ``flush_timeout``), then stop: spans still queued count as failed."""
+        """Drain (bounded by ``flush_timeout``), then stop: spans still queued count as failed, and a
+        batch still being retried fails at once (the exporter is shut down, the retry sleep woken)."""
         if self._closed:
             return
         self.drain()
@@ -373,9 +381,9 @@ class OtlpSink:
                 self._queued -= job.spans
             self._jobs.clear()
             self._cond.notify_all()
-        self._worker.join(timeout=5.0)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # also ends the exporter's own retry wait, if one is running
             self.exporter.shutdown()
+        self._worker.join(timeout=5.0)
 
     def outcome(self) -> list[str]:
         """One line for people (``convert`` prints it): what was sent, left out and lost."""

@@ -354,6 +354,11 @@ def check_policy(scopes: list[Scope], kept: Sequence[Scope], budget: int, wedged
     left = [s.depth for s in scopes if s.begin_line not in kept_lines]
     if filled and left:
         assert max(filled) <= min(left)  # shallower first
+        cut = max(filled)  # within the last depth: in the order they ended
+        kept_ends = [s.end_line for s in kept if s.depth == cut and s.begin_line not in must]
+        left_ends = [s.end_line for s in scopes if s.depth == cut and s.begin_line not in kept_lines]
+        if left_ends:
+            assert max(kept_ends) < min(left_ends)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -686,6 +691,16 @@ def test_stock_sdk_exporter_receives_the_same_spans(rx: OtlpReceiver, protocol: 
                                          else (lambda: StockHttp(endpoint=http_traces_url(rx.http_endpoint))))
     fast = received(None)
     assert len(fast) > 600 and received(stock) == fast
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_endpoint_without_scheme_is_plain_http(rx: OtlpReceiver, protocol: Protocol) -> None:
+    sink = OtlpSink(rx.endpoint(protocol).removeprefix("http://"), protocol)
+    try:
+        col = convert([FAILED], sink)
+    finally:
+        sink.close()
+    assert sink.spans_exported == rx.span_count == kept_spans(col)
 
 
 def test_http_endpoint_gets_the_traces_path() -> None:
