@@ -300,13 +300,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
-    _setup_logging(getattr(args, "log_level", None) or "warning", getattr(args, "log_format", None) or "text")
     out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     try:
         cfg = _config(args)
     except ConfigError as e:
         _err(err, str(e))
         return EXIT_INPUT
+    _setup_logging(cfg.log_level, cfg.log_format)
     try:
         code: int = COMMANDS[args.command](args, cfg, out, err)
     except KeyboardInterrupt:
