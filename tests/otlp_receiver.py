@@ -109,8 +109,11 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
     def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         headers = {k: v if isinstance(v, str) else v.decode(errors="replace") for k, v in context.invocation_metadata()}
-        if not self.rx._admit("grpc", headers, request):
+        admitted, trip = self.rx._admit("grpc", headers, request)
+        if not admitted:
             context.abort(grpc.StatusCode.UNAVAILABLE, "test receiver is going down")
+        if trip:  # go down once this answer is out (so it is not lost with the connection)
+            context.add_callback(self.rx._stop_in_background)
         return ExportTraceServiceResponse()
 
 
@@ -160,10 +163,14 @@ def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
                 self._reply(400, str(err).encode(), "text/plain")
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
-            if not rx._admit("http", headers, request):
+            admitted, trip = rx._admit("http", headers, request)
+            if not admitted:
                 self._reply(503, b"test receiver is going down", "text/plain")
                 return
             self._reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+            if trip:  # the answer is out: now go down
+                self.wfile.flush()
+                rx._stop_in_background()
 
     return Handler
 
@@ -207,9 +214,7 @@ class OtlpReceiver:
     # -- life cycle -----------------------------------------------------------------------------------
 
     def start(self) -> OtlpReceiver:
-        stopper = self._stopper
-        if stopper is not None:
-            stopper.join()
+        self.wait_stopped()
         if self._up:
             return self
         server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp-rx-grpc"),
@@ -258,7 +263,7 @@ class OtlpReceiver:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        if self._stopper is not None:
+        if self._stopper is not None and self._stopper.ident is not None:
             self._stopper.join()
         self.stop()
 
@@ -279,9 +284,14 @@ class OtlpReceiver:
             self._down_after = k
 
     def wait_stopped(self, timeout: float = 10.0) -> None:
+        """Until a stop begun by :meth:`go_down_after` is complete (it may not have started yet)."""
         stopper = self._stopper
-        if stopper is not None:
-            stopper.join(timeout)
+        if stopper is None:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: stopper.ident is not None, timeout)
+        stopper.join(timeout)
+        self._stopper = None
 
     # -- the servers' side --------------------------------------------------------------------------------
 
@@ -292,25 +302,34 @@ class OtlpReceiver:
             else:
                 self._conns.discard(conn)
 
-    def _admit(self, protocol: str, headers: dict[str, str], request: ExportTraceServiceRequest) -> bool:
+    def _admit(self, protocol: str, headers: dict[str, str], request: ExportTraceServiceRequest) -> tuple[bool, bool]:
+        """(accepted, go down after answering)."""
         with self._cond:
             if not self._up or self._refuse_next > 0:
                 self._refuse_next = max(0, self._refuse_next - 1)
                 self._refused += 1
-                return False
+                return False, False
             self._requests += 1
             self._spans += count_spans(request)
             if self.keep:
                 self._received.append(Received(protocol, headers, request))
+            trip = False
             if self._down_after is not None:
                 self._down_after -= 1
                 if self._down_after <= 0:
                     self._down_after = None
-                    self._up = False
+                    self._up = False  # refuse from now on; the servers stop once this answer is sent
                     self._stopper = threading.Thread(target=self.stop, name="otlp-rx-stop", daemon=True)
-                    self._stopper.start()
+                    trip = True
             self._cond.notify_all()
-            return True
+            return True, trip
+
+    def _stop_in_background(self) -> None:
+        with self._cond:
+            stopper = self._stopper
+            if stopper is not None and stopper.ident is None:
+                stopper.start()
+            self._cond.notify_all()
 
     # -- what arrived ----------------------------------------------------------------------------------------
 
