@@ -14,7 +14,7 @@ import pytest
 
 from ringtrace.decode import MAX_LINE, Decoder
 from ringtrace.records import Meta, Problem, Record
-from tests.conftest import SAMPLES, encode_lines, meta, read_bytes, read_lines, rec, with_totals
+from tests.conftest import SAMPLES, Line, encode_lines, meta, read_bytes, read_lines, rec, with_totals
 
 SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
 WEDGED = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
@@ -295,7 +295,7 @@ def test_unescaped_quote_in_site_is_repaired_with_a_warning() -> None:
 def test_site_cut_inside_a_utf8_character_is_repaired() -> None:
     """The runtime cuts the basename to 31 bytes, which can split a multi-byte character."""
     name = ("é" * 20).encode()[:31] + b":7"  # ends with half of an 'é'
-    lines = [meta(total=2),
+    lines: list[Line] = [meta(total=2),
              b'{"site": "' + name + b'", "phase": "begin", "depth": 1, "ring": 1, "task_window_start": 0, '
              b'"task_window_end": 0, "heap_start": 0, "heap_end": 0, "dep_pool_start": 1, "dep_pool_end": 1, '
              b'"tensormap": 0}',

@@ -6,6 +6,7 @@ Every run goes through ``Run`` (decoder + pairer + diagnose), as the commands do
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -27,13 +28,13 @@ def finish(data: bytes, th: Thresholds | None = None) -> RunFinished:
     return fin
 
 
-def findings(lines: list[Line], th: Thresholds | None = None) -> dict[str, Finding]:
+def findings(lines: Sequence[Line], th: Thresholds | None = None) -> dict[str, Finding]:
     """Findings by rule (asserting each rule fires at most once unless it is per ring)."""
     fin = finish(encode_lines(lines), th)
     return {f.rule + ("" if f.resource is None else f":{f.ring}:{f.resource}"): f for f in fin.findings}
 
 
-def rules(lines: list[Line], th: Thresholds | None = None) -> list[str]:
+def rules(lines: Sequence[Line], th: Thresholds | None = None) -> list[str]:
     return [f.rule for f in finish(encode_lines(lines), th).findings]
 
 

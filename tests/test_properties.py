@@ -125,7 +125,7 @@ class Model:
                     first = next(e["site"] for (_, e), f in zip(pairs, figures, strict=True) if f[k] == top)
                     row += [top, first]
                 out[(ring, res)] = (*row, len(pairs))
-        return out  # type: ignore[return-value]
+        return out
 
 
 def _chunks(rnd: random.Random, size: int) -> list[int]:
