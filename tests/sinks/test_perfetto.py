@@ -1,0 +1,545 @@
+"""The Perfetto sinks: every trace is decoded with the official ``perfetto`` package's
+``perfetto_trace_pb2`` and replayed by :class:`Model` (TrackEvent semantics: sequences,
+incremental state, interning, defaults, per-track slice stacks, counters), then checked against
+the reader's own events and summaries.  The real trace processor is in tests/e2e/test_perfetto_ui.py.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
+
+from ringtrace._pb import ringtrace_perfetto_pb2 as ours
+from ringtrace.diagnose import Thresholds
+from ringtrace.layout import find_sources, source_labels
+from ringtrace.readfiles import read_files
+from ringtrace.records import (
+    RESOURCES,
+    Labels,
+    Record,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    Scope,
+    SinkEvent,
+    Source,
+)
+from ringtrace.run import Run
+from ringtrace.sinks import FanOut
+from ringtrace.sinks import _trace_writer as tw
+from ringtrace.sinks.perfetto import (
+    ARG_NAMES,
+    PerfettoDirSink,
+    PerfettoSink,
+    ProtoTrace,
+    convert,
+    trace_file_name,
+)
+from tests.conftest import meta, rec, with_totals
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "tests" / "fixtures" / "samples"
+SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
+L3 = SAMPLES / "build_output" / "nested_l3_20261130_102011"
+FAILED = SAMPLES / "failed"
+Packet = Any  # official.TracePacket
+
+
+# -- the proto subset and the generated module ------------------------------------------------------
+
+
+def _check_message(mine: Any, theirs: Any) -> None:
+    for f in mine.fields:
+        o = theirs.fields_by_name.get(f.name)
+        assert o is not None, f"{mine.name}.{f.name} is not in Perfetto's {theirs.full_name}"
+        assert (f.number, f.type, f.is_repeated) == (o.number, o.type, o.is_repeated), f"{mine.name}.{f.name}"
+        if f.message_type is not None:
+            assert o.message_type is not None and f.message_type.name == o.message_type.name
+            _check_message(f.message_type, o.message_type)
+        if f.enum_type is not None:
+            assert o.enum_type is not None
+            _check_enum(f.enum_type, o.enum_type)
+
+
+def _check_enum(mine: Any, theirs: Any) -> None:
+    for v in mine.values:
+        assert theirs.values_by_name[v.name].number == v.number, f"{mine.name}.{v.name}"
+
+
+def test_proto_subset_has_perfettos_field_numbers() -> None:
+    for name, msg in ours.DESCRIPTOR.message_types_by_name.items():
+        _check_message(msg, official.DESCRIPTOR.message_types_by_name[name])
+
+
+def test_generated_module_matches_the_script(tmp_path: Path) -> None:
+    subprocess.run(["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)], check=True, cwd=ROOT)
+    committed = ROOT / "ringtrace" / "_pb"
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != "__init__.py")
+    assert names == ["ringtrace_perfetto_pb2.py", "ringtrace_perfetto_pb2.pyi"]
+    _, mismatch, errors = filecmp.cmpfiles(committed, tmp_path, names, shallow=False)
+    assert mismatch == [] and errors == [], "ringtrace/_pb is stale: run scripts/gen-proto.sh and commit"
+    assert (committed / "__init__.py").is_file()
+
+
+def test_hand_encoded_tags_match_the_descriptors() -> None:
+    P, E, A = ours.TracePacket, ours.TrackEvent, ours.DebugAnnotation
+    expected: list[tuple[bytes, Any, str]] = [
+        (tw.TRACE_PACKET, ours.Trace, "packet"),
+        (tw.PKT_TIMESTAMP, P, "timestamp"), (tw.PKT_SEQUENCE_ID, P, "trusted_packet_sequence_id"),
+        (tw.PKT_TRACK_EVENT, P, "track_event"), (tw.PKT_COMPRESSED, P, "compressed_packets"),
+        (tw.EV_DEBUG_ANNOTATION, E, "debug_annotations"), (tw.EV_TYPE, E, "type"), (tw.EV_NAME_IID, E, "name_iid"),
+        (tw.EV_TRACK_UUID, E, "track_uuid"), (tw.EV_EXTRA_VALUE, E, "extra_counter_values"), (tw.EV_NAME, E, "name"),
+        (tw.EV_COUNTER_VALUE, E, "counter_value"), (tw.EV_EXTRA_UUID, E, "extra_counter_track_uuids"),
+        (tw.ANN_NAME_IID, A, "name_iid"), (tw.ANN_BOOL, A, "bool_value"), (tw.ANN_INT, A, "int_value"),
+    ]
+    for const, msg, field in expected:
+        f = msg.DESCRIPTOR.fields_by_name[field]
+        wire = tw.LEN if f.type in (f.TYPE_MESSAGE, f.TYPE_BYTES, f.TYPE_STRING) else tw.VARINT
+        assert tw.tag(f.number, wire) == const, f"{msg.__name__}.{field}"
+    T = ours.TrackEvent
+    assert [T.TYPE_SLICE_BEGIN, T.TYPE_SLICE_END, T.TYPE_INSTANT, T.TYPE_COUNTER] == [
+        tw.SLICE_BEGIN, tw.SLICE_END, tw.INSTANT, tw.COUNTER]
+
+
+def test_varint() -> None:
+    for n in [*range(0, 40000, 7), 2**21 - 1, 2**21, 2**28, 2**35 + 3, 2**63 - 1, 2**64 - 1]:
+        msg = official.TrackEvent(track_uuid=n)
+        assert tw.EV_TRACK_UUID + tw.varint(n) == msg.SerializeToString()
+    for n in (-1, -300, -(2**63)):
+        msg = official.TrackEvent(counter_value=n)
+        assert tw.EV_COUNTER_VALUE + tw.varint(n) == msg.SerializeToString()
+
+
+# -- decoding a trace and replaying it ----------------------------------------------------------------
+
+
+def packets(path: Path) -> list[Packet]:
+    """All packets, compressed_packets expanded in place (official decoder)."""
+    trace = official.Trace()
+    trace.ParseFromString(path.read_bytes())
+    out: list[Packet] = []
+    for p in trace.packet:
+        if p.HasField("compressed_packets"):
+            inner = official.Trace()
+            inner.ParseFromString(zlib.decompress(p.compressed_packets))
+            assert not any(q.HasField("compressed_packets") for q in inner.packet)
+            out.extend(inner.packet)
+        else:
+            out.append(p)
+    return out
+
+
+class Slice:
+    def __init__(self, track: int, name: str, ts: int, depth: int, args: dict[str, Any]) -> None:
+        self.track, self.name, self.ts, self.depth, self.args = track, name, ts, depth, args
+        self.end: int | None = None
+
+
+class Model:
+    """TrackEvent semantics, enough for these traces; asserts what Perfetto requires along the way."""
+
+    def __init__(self, pkts: list[Packet]) -> None:
+        self.tracks: dict[int, Any] = {}
+        self.slices: list[Slice] = []
+        self.counters: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        self.max_extra = 0
+        stacks: dict[int, list[Slice]] = defaultdict(list)
+        seqs: dict[int, dict[str, Any]] = {}
+        events: list[tuple[int, int, Packet, dict[str, Any]]] = []
+        for i, p in enumerate(pkts):
+            seq_id = p.trusted_packet_sequence_id
+            if p.sequence_flags & official.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+                seqs[seq_id] = {"names": {}, "ann": {}, "defaults": None}
+            st = seqs.get(seq_id)
+            if p.HasField("interned_data"):
+                assert st is not None, "interned data before the sequence was cleared"
+                for n in p.interned_data.event_names:
+                    st["names"][n.iid] = n.name
+                for n in p.interned_data.debug_annotation_names:
+                    st["ann"][n.iid] = n.name
+            if p.HasField("trace_packet_defaults"):
+                assert st is not None
+                st["defaults"] = p.trace_packet_defaults.track_event_defaults
+            if p.HasField("track_descriptor"):
+                d = p.track_descriptor
+                assert d.uuid not in self.tracks, f"track {d.uuid} described twice"
+                self.tracks[d.uuid] = d
+            elif p.HasField("track_event"):
+                assert st is not None and p.HasField("timestamp")
+                events.append((p.timestamp, i, p, st))
+        last_ts: dict[int, int] = {}
+        for ts, _i, p, st in events:
+            te = p.track_event
+            seq = p.trusted_packet_sequence_id
+            assert ts >= last_ts.get(seq, 0), "timestamps go back within a sequence"
+            last_ts[seq] = ts
+            track = te.track_uuid if te.HasField("track_uuid") else st["defaults"].track_uuid
+            name = st["names"][te.name_iid] if te.HasField("name_iid") else te.name
+            args = {st["ann"][a.name_iid]: (a.bool_value if a.HasField("bool_value") else a.int_value)
+                    for a in te.debug_annotations}
+            extra = list(te.extra_counter_track_uuids) or list(st["defaults"].extra_counter_track_uuids)
+            if not te.extra_counter_values:  # events without values record no counters
+                extra = []
+            assert len(extra) == len(te.extra_counter_values) <= tw.MAX_EXTRA_COUNTERS
+            self.max_extra = max(self.max_extra, len(extra))
+            for uuid, value in zip(extra, te.extra_counter_values, strict=True):
+                self.counters[uuid].append((ts, value))
+            stack = stacks[track]
+            if te.type == te.TYPE_SLICE_BEGIN:
+                s = Slice(track, name, ts, len(stack), args)
+                stack.append(s)
+                self.slices.append(s)
+            elif te.type == te.TYPE_SLICE_END:
+                assert stack, f"end without a begin on track {track} at {ts}"
+                s = stack.pop()
+                s.end = ts
+                s.args.update(args)
+            elif te.type == te.TYPE_INSTANT:
+                s = Slice(track, name, ts, len(stack), args)
+                s.end = ts
+                self.slices.append(s)
+            elif te.type == te.TYPE_COUNTER:
+                self.counters[track].append((ts, te.counter_value))
+        self.open = [s for st_ in stacks.values() for s in st_]
+
+    def named(self, prefix: str) -> dict[str, int]:
+        return {d.name: uuid for uuid, d in self.tracks.items() if d.name.startswith(prefix)}
+
+    def processes(self) -> dict[str, Any]:
+        return {d.process.process_name: d for d in self.tracks.values() if d.HasField("process")}
+
+    def children(self, proc_uuid: int) -> dict[str, int]:
+        return {d.name: uuid for uuid, d in self.tracks.items() if d.parent_uuid == proc_uuid}
+
+
+class Capture:
+    name = "capture"
+
+    def __init__(self) -> None:
+        self.events: list[SinkEvent] = []
+
+    def receive(self, event: SinkEvent) -> None:
+        self.events.append(event)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def read_events(paths: list[Path]) -> list[SinkEvent]:
+    files, errors = find_sources([str(p) for p in paths])
+    assert not errors
+    cap = Capture()
+    assert read_files(files, FanOut([cap]), Thresholds()) == []
+    return cap.events
+
+
+def write(events: Sequence[SinkEvent], path: Path, **kw: Any) -> Model:
+    sink = PerfettoSink(path, **kw)
+    for ev in events:
+        sink.receive(ev)
+    sink.flush()
+    sink.close()
+    return Model(packets(path))
+
+
+def check(model: Model, events: Sequence[SinkEvent]) -> None:
+    """The trace says what the reader said, source by source."""
+    procs = model.processes()
+    finished = [e for e in events if isinstance(e, RunFinished)]
+    assert sorted(procs) == sorted(f.source.name for f in finished)
+    assert model.open == [], "slices left open"
+    assert 0 < model.max_extra <= 4
+    for fin in finished:
+        s = fin.summary
+        src = fin.source
+        proc = procs[src.name]
+        children = model.children(proc.uuid)
+        ring_tracks = {int(n.split()[1]): u for n, u in children.items() if n.startswith("ring ") and "(" not in n}
+        mine = [sl for sl in model.slices if sl.track in ring_tracks.values()]
+        slices = [sl for sl in mine if sl.name != "WEDGED"]
+        progress = [e for e in events if isinstance(e, RunProgress) and e.source == src]
+        records = [r for e in progress for r in e.records]
+        scopes = {sc.begin_line: sc for e in progress for sc in e.events if isinstance(sc, Scope)}
+        begins = {r.line: r for r in records if r.phase == "begin"}
+        # one slice per begin record: paired + unmatched begins + wedged
+        assert len(slices) == len(begins) == s.scopes + s.unmatched_begins + len(s.wedged)
+        assert sum(1 for sl in mine if sl.name == "WEDGED") == (1 if s.wedged else 0)
+        assert sum(1 for sl in slices if sl.args.get("wedged")) == len(s.wedged)
+        assert sum(1 for sl in slices if sl.args.get("unmatched_begin")) == s.unmatched_begins
+        assert max((sl.args["depth"] for sl in slices), default=0) == (s.max_depth if slices else 0)
+        for sl in slices:
+            b = begins[sl.ts]  # time axis: ts is the begin record's line
+            assert (sl.name, sl.args["depth"], sl.args["line"]) == (b.site, b.depth, b.line)
+            assert ring_tracks[b.ring] == sl.track, "slice on another ring's track"
+            sc = scopes.get(sl.ts)
+            if sc is not None:
+                assert sl.end == sc.end_line
+                for res, u in zip(RESOURCES, sc.usage, strict=True):
+                    if u is None:
+                        assert f"{res}_alloc" not in sl.args
+                    else:
+                        assert (sl.args[f"{res}_high_water"], sl.args[f"{res}_live_at_exit"],
+                                sl.args[f"{res}_alloc"]) == (u.high_water, u.live_at_exit, u.alloc)
+            else:
+                assert sl.args.get("wedged") or sl.args.get("unmatched_begin")
+                assert sl.end is not None and sl.end > sl.ts
+        # nesting on each ring's track: depth - ring for ring = min(depth, 3) files
+        if all(r.ring == min(r.depth, 3) for r in records):
+            assert all(sl.depth == sl.args["depth"] - int(model.tracks[sl.track].name.split()[1]) for sl in slices)
+        if s.wedged:
+            w = next(sl for sl in mine if sl.name == "WEDGED")
+            inner = s.wedged[-1]
+            assert w.ts == records[-1].line + 1 and w.args["line"] == inner.line
+            innermost = next(sl for sl in slices if sl.ts == inner.line)
+            assert w.track == innermost.track and w.depth == innermost.depth + 1
+        # counters: every record of a ring, live = head - tail, at the record's line
+        by_ring: dict[int, list[Record]] = defaultdict(list)
+        for r in records:
+            by_ring[r.ring].append(r)
+        for ring, recs in by_ring.items():
+            for res in RESOURCES:
+                names = [n for n in children if n.startswith(f"ring {ring} {res} (cap ")]
+                if recs[0].dep_pool_end is None and res == "dep_pool":
+                    assert names == []
+                    continue
+                assert len(names) == 1
+                d = model.tracks[children[names[0]]]
+                unit = d.counter.UNIT_SIZE_BYTES if res == "heap" else d.counter.UNIT_COUNT
+                assert d.counter.unit == unit
+                cap = s.meta.capacity(res, ring) if s.meta else None
+                assert f"capacity {cap if cap is not None else 'unknown'} " in d.description
+                want = [(r.line, getattr(r, f"{res}_end") - getattr(r, f"{res}_start")) for r in recs]
+                assert model.counters[children[names[0]]] == want, (src.name, ring, res)
+        tm = [u for n, u in children.items() if n.startswith("tensormap (cap ")]
+        assert len(tm) == 1 and model.counters[tm[0]] == [(r.line, r.tensormap) for r in records]
+        labels = list(proc.process.process_labels)
+        assert any(lab.startswith("WEDGED in") for lab in labels) == bool(s.wedged)
+        assert any(lab.startswith("INCOMPLETE") for lab in labels) == (not s.complete)
+        assert ("FATAL" in labels) == bool(s.meta and s.meta.fatal)
+        assert "1 ns = 1 boundary record" in proc.description
+
+
+# -- real samples -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: "/".join(p.parts[-6:-3]))
+def test_each_sample(path: Path, tmp_path: Path) -> None:
+    events = read_events([path])
+    check(write(events, tmp_path / "t.pftrace"), events)
+
+
+def test_l3_merge_and_failed_runs_in_one_trace(tmp_path: Path) -> None:
+    events = read_events([L3, FAILED])
+    model = write(events, tmp_path / "all.pftrace")
+    check(model, events)
+    procs = model.processes()
+    assert len(procs) == 4
+    by_pid = sorted(procs.values(), key=lambda d: d.process.pid)
+    assert [d.process.pid for d in by_pid] == [1, 2, 3, 4]
+    l3 = [d.process.process_name for d in by_pid if "/rank" in d.process.process_name]
+    assert l3 == ["nested_l3_20261130_102011/rank0/d0", "nested_l3_20261130_102011/rank1/d1"]
+
+
+def test_convert_reads_and_writes(tmp_path: Path) -> None:
+    out = tmp_path / "x.pftrace"
+    assert convert(find_sources([str(L3)])[0], out) == []
+    assert len(Model(packets(out)).processes()) == 2
+    assert convert([tmp_path / "missing.jsonl"], tmp_path / "y.pftrace") != []
+    assert convert(find_sources([str(L3)])[0], tmp_path / "no" / "dir" / "z.pftrace") != []
+
+
+# -- small synthetic inputs ---------------------------------------------------------------------------
+
+
+def events_of(path: Path, source: Source | None = None) -> list[SinkEvent]:
+    run = Run(source or Source(str(path), source_labels(path)))
+    return [*run.feed(path.read_bytes()), *run.finish("eof")]
+
+
+def test_unmatched_begin_and_end(write_jsonl: Any, tmp_path: Path) -> None:
+    path = write_jsonl(with_totals([
+        rec("(unknown):0", "begin", 0),
+        rec("a.cpp:1", "begin", 1, tw=(0, 1)),
+        rec("b.cpp:2", "begin", 2, tw=(0, 0)),
+        rec("c.cpp:3", "begin", 1, tw=(0, 2)),  # abandons b (depth 2) and a (depth 1)
+        rec("x.cpp:9", "end", 2),  # unmatched end: no slice, counters still recorded
+        rec("c.cpp:3", "end", 1, tw=(1, 3), heap=(0, 512)),
+        rec("(unknown):0", "end", 0),
+    ]))
+    events = events_of(path)
+    fin = events[-1]
+    assert isinstance(fin, RunFinished) and fin.summary.unmatched_begins == 2 and fin.summary.unmatched_ends == 1
+    model = write(events, tmp_path / "u.pftrace")
+    check(model, events)
+    ends = {sl.name: (sl.ts, sl.end, sl.args.get("unmatched_begin")) for sl in model.slices}
+    assert ends["a.cpp:1"] == (3, 5, True) and ends["b.cpp:2"] == (4, 5, True)
+    assert ends["c.cpp:3"] == (5, 7, None)
+
+
+def test_v4_file_has_no_dep_pool(write_jsonl: Any, tmp_path: Path) -> None:
+    path = write_jsonl(with_totals([
+        rec("(unknown):0", "begin", 0, dp=None),
+        rec("a.cpp:1", "begin", 1, dp=None, heap=(0, 100)),
+        rec("a.cpp:1", "end", 1, dp=None, heap=(50, 300)),
+        rec("(unknown):0", "end", 0, dp=None),
+    ], version=4, heap=1024))
+    events = events_of(path)
+    model = write(events, tmp_path / "v4.pftrace")
+    check(model, events)
+    assert not any("dep_pool" in n for n in model.named("ring"))
+    assert model.max_extra == 3
+
+
+def test_wedged_run_and_fatal(write_jsonl: Any, tmp_path: Path) -> None:
+    path = write_jsonl([meta(total=6, fatal=True),
+                        rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 1), rec("b.cpp:2", "begin", 2),
+                        rec("c.cpp:3", "begin", 3), rec("d.cpp:4", "begin", 4)])
+    events = events_of(path)
+    model = write(events, tmp_path / "w.pftrace")
+    check(model, events)
+    assert all(sl.end == 7 for sl in model.slices)
+    proc = next(iter(model.processes().values()))
+    assert "FATAL" in proc.process.process_labels
+    assert any(lab.startswith("INCOMPLETE 5 of 6") for lab in proc.process.process_labels)
+
+
+def test_unfinished_runs_are_closed_at_close(write_jsonl: Any, tmp_path: Path) -> None:
+    path = write_jsonl(with_totals([rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 1)]))
+    events = [e for e in events_of(path) if not isinstance(e, RunFinished)]
+    model = write(events, tmp_path / "open.pftrace")
+    assert [sl.args.get("open_at_close") for sl in model.slices] == [True, True]
+    assert any("UNFINISHED" in lab for lab in next(iter(model.processes().values())).process.process_labels)
+
+
+def test_begin_and_end_on_different_rings(write_jsonl: Any, tmp_path: Path) -> None:
+    """Odd data: the pairer pairs by depth and site; the slice still ends on its own track."""
+    path = write_jsonl(with_totals([rec("a.cpp:1", "begin", 1, ring=1), rec("a.cpp:1", "end", 1, ring=2)]))
+    model = write(events_of(path), tmp_path / "odd.pftrace")
+    assert [(sl.ts, sl.end) for sl in model.slices] == [(2, 3)]
+    assert model.open == []
+
+
+# -- streaming, atomic writes, the directory sink ------------------------------------------------------
+
+
+def test_atomic_and_streaming(tmp_path: Path) -> None:
+    events = read_events([L3])
+    path = tmp_path / "s.pftrace"
+    sink = PerfettoSink(path)
+    out = sink._out
+    assert out is not None and out.tf is not None
+    out.tf.batch = 4096  # small batches: the sink must spill as it goes
+    tmp = path.with_suffix(".pftrace.tmp")
+    for ev in events:
+        sink.receive(ev)
+        assert not path.exists() and tmp.exists()
+        assert sum(map(len, out.tf.parts)) < 4096 + 1024  # bounded: one batch, not the trace
+        assert isinstance(out.enc, ProtoTrace)
+        assert all(len(r.stack) <= 8 for r in out.enc.runs.values())  # O(depth)
+    assert tmp.stat().st_size > 10_000  # streamed to disk before close
+    sink.close()
+    assert path.exists() and not tmp.exists()
+    check(Model(packets(path)), events)
+
+
+def test_write_error_is_raised_from_close(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        PerfettoSink(tmp_path / "missing" / "x.pftrace")
+    sink = PerfettoSink(tmp_path / "x.pftrace")
+    assert sink._out is not None and sink._out.tf is not None
+    sink._out.tf._fh.close()
+    sink._out.tf._fh = cast(Any, open("/dev/full", "wb", buffering=0))  # noqa: SIM115  # disk full: ENOSPC
+    sink._out.tf.batch = 1
+    for ev in read_events([L3]):
+        sink.receive(ev)  # never raises into the reader
+    assert isinstance(sink.error, OSError)
+    with pytest.raises(OSError):
+        sink.close()
+    assert not (tmp_path / "x.pftrace").exists() and not (tmp_path / "x.pftrace.tmp").exists()
+
+
+def test_dir_sink_names_and_atomic_writes(tmp_path: Path) -> None:
+    events = read_events([L3, FAILED])
+    out = tmp_path / "traces"
+    sink = PerfettoDirSink(out)
+    seen: set[str] = set()
+    for ev in events:
+        sink.receive(ev)
+        final = {p.name for p in out.glob("*.pftrace")}
+        if isinstance(ev, RunFinished):
+            name = trace_file_name(ev.source)
+            assert name in final and name not in seen
+            seen.add(name)
+            check(Model(packets(out / name)), [e for e in events if e.source == ev.source])
+        assert final == seen  # nothing appears before its run finished
+    sink.close()
+    assert seen == {"nested_l3_20261130_102011-rank0-d0.pftrace", "nested_l3_20261130_102011-rank1-d1.pftrace",
+                    "HeapRingDeadlock.pftrace", "NestedScopes_window4_flow_control_deadlock.pftrace"}
+    assert list(out.glob("*.tmp")) == []
+    pids = {n: Model(packets(out / n)).processes() for n in seen}
+    assert [d.process.pid for d in pids["nested_l3_20261130_102011-rank1-d1.pftrace"].values()] == [2]
+
+
+def test_trace_file_names() -> None:
+    assert trace_file_name(Source("/x/run/dfx_outputs/rank3/d2/scope_stats/scope_stats.jsonl",
+                                  Labels(run="run", rank="3", dispatch="2"), 4)) == "run-rank3-d2-g4.pftrace"
+    assert trace_file_name(Source("/a b/c.jsonl"), "chrome-json") == "a_b_c.json"
+    assert trace_file_name(Source("/x/y", Labels(run="we/ird:name"))) == "we_ird_name.pftrace"
+
+
+def test_dir_sink_survives_unwritable_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    sink = PerfettoDirSink(blocker / "sub")
+    for ev in read_events([L3]):
+        sink.receive(ev)
+    sink.close()
+    assert sink.errors > 0 and sink.written == []
+
+
+# -- chrome json --------------------------------------------------------------------------------------
+
+
+def test_chrome_json(tmp_path: Path) -> None:
+    events = read_events([L3, FAILED])
+    path = tmp_path / "t.json"
+    sink = PerfettoSink(path, "chrome-json")
+    for ev in events:
+        sink.receive(ev)
+    sink.close()
+    doc = json.loads(path.read_text())
+    evs = doc["traceEvents"]
+    fins = [e for e in events if isinstance(e, RunFinished)]
+    phases = Counter(e["ph"] for e in evs)
+    expected = sum(f.summary.scopes + f.summary.unmatched_begins + len(f.summary.wedged) for f in fins)
+    assert phases["B"] == phases["E"] == expected
+    assert phases["i"] == sum(1 for f in fins if f.summary.wedged) + len(fins)  # WEDGED + run info
+    records = sum(f.summary.records for f in fins)
+    assert phases["C"] == 2 * records
+    names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {f.source.name for f in fins}
+    stacks: dict[tuple[int, int], int] = Counter()
+    for e in evs:  # balanced per thread, and timestamps are lines
+        if e["ph"] in "BE":
+            stacks[e["pid"], e["tid"]] += 1 if e["ph"] == "B" else -1
+            assert stacks[e["pid"], e["tid"]] >= 0
+    assert set(stacks.values()) == {0}
+
+
+def test_started_events_only_make_no_slices(tmp_path: Path) -> None:
+    src = Source("/x/scope_stats.jsonl")
+    model = write([RunStarted(src, None)], tmp_path / "e.pftrace")
+    assert model.slices == [] and len(model.processes()) == 1
+    assert ARG_NAMES[0] == "depth"
