@@ -3,7 +3,8 @@
 Exit codes (also in the README):
 
 * 0  success (``check``: every ring under the limit, nothing wedged or fatal)
-* 1  ``check`` found a ring over the limit, a wedged scope or a fatal run
+* 1  ``check`` found a ring over the limit, a wedged scope or a fatal run; ``convert``: spans failed
+     to reach the OTLP endpoint; ``demo``: a simulated run was not followed to its end
 * 2  usage error, invalid setting, or unreadable input (missing path, directory without
      scope_stats files, file that cannot be opened, file with no readable content)
 * 130 interrupted (Ctrl-C) for the one-shot commands; ``watch`` exits 0 on SIGINT/SIGTERM
@@ -215,7 +216,7 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     try:
         service = assemble(cfg, list(args.paths))
         service.start()
-    except (OSError, WebConfigError) as e:
+    except (OSError, WebConfigError, ValueError) as e:
         _err(err, f"cannot set up outputs: {e}")
         return EXIT_INPUT
     try:
@@ -255,10 +256,13 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
             perfetto = PerfettoSink(Path(args.output), cfg.perfetto_format)
             sinks.append(perfetto)
         if otlp_wanted(cfg):
-            otlp = OtlpSink.from_config(cfg, backpressure=True)
+            otlp = OtlpSink.from_config(cfg, backpressure=True, flush_timeout=120.0)
             sinks.append(otlp)
     except OSError as e:
         _err(err, f"cannot write {args.output}: {e.strerror or e}")
+        return EXIT_INPUT
+    except ValueError as e:  # the SDK exporter rejects a bad OTEL_EXPORTER_OTLP_* value
+        _err(err, f"cannot set up OTLP export: {e}")
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, sinks, err)
     if perfetto is not None:
@@ -269,10 +273,10 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
             out.print(f"wrote {args.output}: {len(summary.finished)} source(s); open it in https://ui.perfetto.dev",
                       highlight=False)
     if otlp is not None:
-        out.print(f"OTLP: {otlp.spans_exported} spans exported, {otlp.spans_failed} failed, "
-                  f"{otlp.dropped_spans} left out by --otlp-max-spans", highlight=False)
-        if otlp.spans_failed:
-            ok = False
+        for line in otlp.outcome():
+            out.print(line, highlight=False)
+        if otlp.spans_failed or otlp.spans_dropped_queue_full:
+            return EXIT_FAIL
     return EXIT_OK if ok else EXIT_INPUT
 
 

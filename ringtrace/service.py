@@ -60,7 +60,7 @@ def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
         sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
         notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
     if otlp_wanted(cfg):
-        sinks.append(OtlpSink.from_config(cfg))
+        sinks.append(OtlpSink.from_config(cfg, flush_timeout=4.0))  # within the app's shutdown budget
         notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
                      f"({cfg.otlp_protocol})")
     return sinks, notes
@@ -73,7 +73,7 @@ def otlp_wanted(cfg: Config) -> bool:
 
 
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> Service:
-    """Everything a watch process needs; raises OSError / WebConfigError for unusable outputs."""
+    """Everything a watch process needs; raises OSError / WebConfigError / ValueError for unusable outputs."""
     sinks, notes = sinks_from_config(cfg)
     fanout = FanOut([*(extra or []), *sinks])
     prom: PrometheusSink | None = None

@@ -52,3 +52,16 @@ def test_convert_to_an_unwritable_place_is_exit_2(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES), "-o",
                            str(tmp_path / "missing-dir" / "x.pftrace")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_convert_sends_spans_to_a_real_otlp_receiver(tmp_path: Path) -> None:
+    from tests.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as rx:
+        proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES / "outputs"),
+                               "--otlp-endpoint", rx.grpc_endpoint, "--otlp-protocol", "grpc"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "spans exported in 4 trace(s)" in proc.stdout
+        # 681 + 251 + 992 + 2 scopes, plus one root span per run
+        assert rx.wait_for_spans(681 + 251 + 992 + 2 + 4)

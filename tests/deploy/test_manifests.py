@@ -856,8 +856,6 @@ def test_image_build_steps_without_an_engine(tmp_path: Path) -> None:
     assert any((tmp_path / "state").iterdir()), "--state-dir from the image's settings was not used"
 
 
-@pytest.mark.xfail(reason="cli.main sets logging up from flags only: log_format/log_level from RINGTRACE_* or "
-                          "the config file are ignored (the lead's fix: set logging up again from the Config)")
 def test_image_settings_file_turns_on_json_logs(tmp_path: Path) -> None:
     env = {**os.environ, "RINGTRACE_CONFIG": str(IMAGE_CONFIG), "RINGTRACE_METRICS_ADDR": "127.0.0.1:0",
            "RINGTRACE_STATE_DIR": str(tmp_path)}
