@@ -39,6 +39,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
     p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
     p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
+    p.add_argument("--wedge", type=float,
+                   help="a wedge is blamed on a resource at least this full at the last sample (default 0.5)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,7 +201,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     for fin in summary.finished:
         reasons = check_failures(fin, cfg)
         failed = failed or bool(reasons)
-        status = "FAIL" if reasons else "ok"
+        status = "UNREADABLE" if _unreadable(fin) else "FAIL" if reasons else "ok"
         out.print(f"{status} {fin.source.path}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:

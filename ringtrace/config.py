@@ -33,6 +33,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # reading and diagnosis
     near: float = 0.8
     idle: float = 0.05
+    wedge: float = 0.5
     max_ratio: float = 0.8
     resources: tuple[str, ...] = RESOURCES
     format: Literal["table", "json"] = "table"
@@ -62,7 +63,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def thresholds(self) -> Thresholds:
-        return Thresholds(near=self.near, idle=self.idle)
+        return Thresholds(near=self.near, idle=self.idle, wedge=self.wedge)
 
 
 FIELDS: tuple[str, ...] = Config.__struct_fields__
@@ -138,7 +139,7 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
     def bad(name: str, why: str) -> ConfigError:
         return ConfigError(f"invalid setting {origin.get(name, name)}={getattr(cfg, name)!r}: {why}")
 
-    for name in ("near", "idle", "max_ratio"):
+    for name in ("near", "idle", "wedge", "max_ratio"):
         if not 0 < getattr(cfg, name) <= 10:
             raise bad(name, "expected a ratio of capacity above 0 (e.g. 0.8)")
     for name in ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl", "otlp_tick"):

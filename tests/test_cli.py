@@ -342,8 +342,6 @@ def test_table_prints_sites_and_paths_verbatim_never_as_markup(cli: Any, tmp_pat
     assert r.out.count(site) == 4  # three ring rows and the tensormap row
 
 
-@pytest.mark.xfail(strict=True, reason="cli.cmd_check prints 'ok <path>' for a file it could not read (exit 2); "
-                                       "fix: status 'UNREADABLE' when _unreadable(fin)")
 def test_check_does_not_say_ok_for_an_unreadable_file(cli: Any, write_jsonl: WriteJsonl) -> None:
     path = write_jsonl([])
     r = cli("check", path)
