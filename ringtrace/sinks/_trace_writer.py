@@ -35,7 +35,7 @@ def _encode_varint(n: int) -> bytes:
 
 SMALL: tuple[bytes, ...] = tuple(_encode_varint(i) for i in range(1 << 14))
 """Encoded varints of 0..16383 (1 or 2 bytes), the common case."""
-_CONT: tuple[bytes, ...] = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+CONT: tuple[bytes, ...] = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
 """14 low bits of a longer varint: two bytes, both with the continuation bit."""
 
 
@@ -45,10 +45,10 @@ def varint(n: int) -> bytes:
         return SMALL[n]
     if n < 0:
         n &= _MASK64
-    out = _CONT[n & 16383]
+    out = CONT[n & 16383]
     n >>= 14
     while n >= 16384:
-        out += _CONT[n & 16383]
+        out += CONT[n & 16383]
         n >>= 14
     return out + SMALL[n]
 

@@ -64,6 +64,7 @@ from ringtrace.records import (
 from ringtrace.sinks import FanOut
 
 from ._trace_writer import (
+    CONT,
     EV_NAME,
     INSTANT,
     SMALL,
@@ -297,6 +298,7 @@ class ProtoTrace:
         ei = 0
         ev_line = _event_line(events[0]) if ne else -1
         S = SMALL
+        C = CONT
         V = varint
         ann = self._ann
         a_depth, a_line = ann[IID_DEPTH], ann[IID_LINE]
@@ -322,17 +324,18 @@ class ProtoTrace:
                     if ev_line != line:
                         break
             x = rec.task_window_end - rec.task_window_start
-            a = S[x] if 0 <= x < 16384 else V(x)
+            a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
             x = rec.heap_end - rec.heap_start
-            b = S[x] if 0 <= x < 16384 else V(x)
+            b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
             if ring.has_dp:
                 x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
-                vals = b"`%b`%b`%b" % (a, b, S[x] if 0 <= x < 16384 else V(x))
+                c = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+                vals = b"`%b`%b`%b" % (a, b, c)
             else:
                 vals = b"`%b`%b" % (a, b)
             x = rec.tensormap
-            vt = S[x] if 0 <= x < 16384 else V(x)
-            ts = S[line] if line < 16384 else V(line)
+            vt = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+            ts = S[line] if line < 16384 else C[line & 16383] + S[line >> 14] if line < 268435456 else V(line)
             if rec.phase == "begin":
                 site = rec.site
                 stack.append((line, r, site, rec.depth))
@@ -345,19 +348,19 @@ class ProtoTrace:
                 stack.pop()
                 interned = b""
                 x = closing.depth
-                a = S[x] if 0 <= x < 16384 else V(x)
+                a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                 x = closing.begin_line
-                b = S[x] if x < 16384 else V(x)
+                b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                 parts = [b"H\x02", vals, b"`", vt, a_depth[len(a)], a, a_line[len(b)], b]
                 k = 0
                 for u in closing.usage:
                     if u is not None:
                         x = u.high_water
-                        a = S[x] if 0 <= x < 16384 else V(x)
+                        a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                         x = u.live_at_exit
-                        b = S[x] if 0 <= x < 16384 else V(x)
+                        b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                         x = u.alloc
-                        c = S[x] if 0 <= x < 16384 else V(x)
+                        c = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                         parts += (a_usage[k][len(a)], a, a_usage[k + 1][len(b)], b, a_usage[k + 2][len(c)], c)
                     k += 3
                 te = b"".join(parts)

