@@ -128,9 +128,13 @@ class PerfettoUI:
         rows: list[dict[str, Any]] = self.page.evaluate(_QUERY_JS, sql)
         return rows
 
-    def screenshot(self, path: Path) -> None:
-        self.page.evaluate("() => window.app.commands.runCommand('dev.perfetto.ExpandAllGroups')")
-        self.page.wait_for_timeout(1500)  # let the canvas render the expanded tracks (not a sync point)
+    def screenshot(self, path: Path, expand: bool = True) -> None:
+        """Hide the sidebar, expand (or collapse) every process group, and save a PNG."""
+        command = "dev.perfetto.ExpandAllGroups" if expand else "dev.perfetto.CollapseAllGroups"
+        self.page.evaluate("""(cmd) => { const a = window.app;
+            if (a.sidebar.visible) a.sidebar.toggleVisibility();
+            a.commands.runCommand(cmd); }""", command)
+        self.page.wait_for_timeout(1500)  # let the canvas render (a picture for people, not a sync point)
         self.page.screenshot(path=str(path))
 
 
@@ -279,10 +283,11 @@ def test_l3_merge_with_wedged_rank(ui: PerfettoUI, tmp_path: Path) -> None:
     pids = ui.query("select name, pid from process where name is not null order by pid")
     ranks = [r["name"] for r in pids if "/rank" in r["name"]]
     assert ranks == sorted(ranks, key=lambda n: int(n.split("/rank")[1].split("/")[0])), pids
-    shot = tmp_path / "l3.png"
-    ui.screenshot(shot)
-    assert shot.stat().st_size > 10_000
-    print(json.dumps({"screenshot": str(shot)}))
+    shots = [tmp_path / "l3.png", tmp_path / "l3-collapsed.png"]
+    ui.screenshot(shots[0])
+    ui.screenshot(shots[1], expand=False)
+    assert all(s.stat().st_size > 10_000 for s in shots)
+    print(json.dumps({"screenshots": [str(s) for s in shots]}))
 
 
 def test_chrome_json_matches_proto(ui: PerfettoUI, tmp_path: Path) -> None:

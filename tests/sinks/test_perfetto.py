@@ -36,14 +36,8 @@ from ringtrace.records import (
 from ringtrace.run import Run
 from ringtrace.sinks import FanOut
 from ringtrace.sinks import _trace_writer as tw
-from ringtrace.sinks.perfetto import (
-    ARG_NAMES,
-    PerfettoDirSink,
-    PerfettoSink,
-    ProtoTrace,
-    convert,
-    trace_file_name,
-)
+from ringtrace.sinks._trace_writer import ARG_NAMES, ProtoTrace
+from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, trace_file_name
 from tests.conftest import meta, rec, with_totals
 
 ROOT = Path(__file__).resolve().parents[2]
