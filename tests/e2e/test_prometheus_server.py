@@ -240,6 +240,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return "\n".join(p.text() for p in procs)
 
         wait_for("all six runs scraped", lambda: api.value("count(ringtrace_run_scopes)") == 6, logs)
+        # the two targets are scraped independently: wait for the dead one's first (failed) scrape too
+        wait_for("the dead target scraped", lambda: api.value(f'up{{instance="{dead}"}}') is not None, logs)
         yield Stack(api, exporter, dead, logs)
     finally:
         for p in reversed(procs):
