@@ -136,6 +136,12 @@ def annotation_prefixes(name_iid: int) -> tuple[bytes, ...]:
     return tuple(EV_DEBUG_ANNOTATION + varint(len(name) + k) + name for k in range(11))
 
 
+def bool_annotation(name_iid: int) -> bytes:
+    """A whole ``debug_annotations`` field: ``name_iid`` = true."""
+    inner = ANN_NAME_IID + varint(name_iid) + ANN_BOOL + SMALL[1]
+    return EV_DEBUG_ANNOTATION + varint(len(inner)) + inner
+
+
 def framed(packet: bytes) -> bytes:
     """One ``Trace.packet`` entry."""
     return TRACE_PACKET + varint(len(packet)) + packet
@@ -516,7 +522,7 @@ class ProtoTrace:
             te = (_END + ann[IID_DEPTH][len(v := varint(depth))] + v
                   + ann[IID_LINE][len(v := varint(line))] + v)
             if flag_iid:
-                te += ann[flag_iid][1] + b"\x01"
+                te += bool_annotation(flag_iid)
             te += extra
             self.out.parts.append(_packet(at, ring, te))
 

@@ -205,6 +205,14 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
         assert (rows["wedged"] or 0) == len(s.wedged), name
         assert (rows["unmatched"] or 0) == s.unmatched_begins, name
         assert rows["max_depth"] == s.max_depth, name
+        # the end events' args were merged into their slices (all args ride on the end event)
+        unmerged = ui.query(f"""
+            select count(*) n from slice s where {where} and s.name != 'WEDGED'
+              and (extract_arg(s.arg_set_id, 'debug.line') is null
+                   or (extract_arg(s.arg_set_id, 'debug.heap_high_water') is null
+                       and extract_arg(s.arg_set_id, 'debug.wedged') is null
+                       and extract_arg(s.arg_set_id, 'debug.unmatched_begin') is null))""")
+        assert unmerged[0]["n"] == 0, name
         # nesting: on ring r's track a scope of depth d sits at slice depth d - r (ring = min(depth, 3))
         misnested = ui.query(f"""
             select count(*) n from slice s join track t on s.track_id = t.id
