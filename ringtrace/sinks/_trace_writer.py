@@ -159,7 +159,7 @@ class TraceFile:
     Single-threaded.  Raises OSError from the file system; the sinks catch it.
     """
 
-    def __init__(self, path: Path, compress: bool = True, batch: int = 1 << 20, level: int = 1) -> None:
+    def __init__(self, path: Path, compress: bool = True, batch: int = 256 << 10, level: int = 1) -> None:
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         self.compress = compress

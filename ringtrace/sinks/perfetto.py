@@ -4,7 +4,8 @@
 :class:`PerfettoDirSink` writes one trace per finished run into a directory (``watch``).  Both
 stream: packets are appended to ``<file>.tmp`` as events arrive and the file is renamed into
 place when it is complete, so a trace file is never seen half-written.  Memory is O(nesting
-depth) per open run plus one compression batch (1 MiB), never the trace.
+depth) per open run plus one compression batch (256 KiB; 64 KiB per open run in the dir
+sink), never the trace.
 
 Layout of a trace:
 
@@ -209,13 +210,13 @@ class JsonTrace:
 class _Output:
     """A trace file and its encoder (protobuf or JSON), written atomically (temp file + rename)."""
 
-    def __init__(self, path: Path, fmt: Format, defer_processes: bool) -> None:
+    def __init__(self, path: Path, fmt: Format, defer_processes: bool, batch: int = 256 << 10) -> None:
         self.path = path
         self.fmt = fmt
         self.tf: TraceFile | None = None
         self.enc: ProtoTrace | JsonTrace
         if fmt == "proto":
-            self.tf = TraceFile(path)
+            self.tf = TraceFile(path, batch=batch)
             self.enc = ProtoTrace(self.tf, defer_processes)
             self.tmp = self.tf.tmp
         else:
@@ -345,7 +346,8 @@ class PerfettoDirSink:
         try:
             if out is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                out = self._open[src] = _Output(self.directory / trace_file_name(src, self.fmt), self.fmt, False)
+                out = self._open[src] = _Output(self.directory / trace_file_name(src, self.fmt), self.fmt, False,
+                                                    batch=64 << 10)
             out.receive(event)
             if isinstance(event, RunFinished):
                 del self._open[src]
