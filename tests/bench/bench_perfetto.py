@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             rows.append(("convert -> chrome json", measure("chrome-json", src, Path(tmp) / "b.json", 1)))
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-              f"command: `.venv/bin/python -m tests.bench.bench_perfetto --size-mb {args.size_mb}`\n")
+              f"command: `.venv/bin/python -m tests.bench.bench_perfetto --size-mb {args.size_mb} "
+              f"--repeat {args.repeat}`\n")
         print(f"input: {src.name}, {src.stat().st_size / MB:.1f} MB, {records} records\n")
         print("| run | wall s | CPU s | records/s (wall) | records/s (CPU) | peak RSS MB | output B/record |")
         print("|---|---|---|---|---|---|---|")

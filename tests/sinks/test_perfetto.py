@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import subprocess
+import sys
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -75,7 +77,8 @@ def test_proto_subset_has_perfettos_field_numbers() -> None:
 
 
 def test_generated_module_matches_the_script(tmp_path: Path) -> None:
-    subprocess.run(["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)], check=True, cwd=ROOT)
+    env = {**os.environ, "PYTHON": sys.executable}
+    subprocess.run(["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)], check=True, cwd=ROOT, env=env)
     committed = ROOT / "ringtrace" / "_pb"
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != "__init__.py")
     assert names == ["ringtrace_perfetto_pb2.py", "ringtrace_perfetto_pb2.pyi"]
