@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 from google.protobuf.message import Message
 
@@ -154,12 +155,15 @@ def framed_message(msg: Message) -> bytes:
 class TraceFile:
     """A trace being written: ``parts`` collects framed packets; :meth:`spill` writes them out.
 
-    Callers append framed packets to ``parts`` (and their sizes to ``pending``) and call
-    :meth:`spill` now and then; nothing is written to ``path`` itself until :meth:`commit`.
-    Single-threaded.  Raises OSError from the file system; the sinks catch it.
+    Callers append framed packets to ``parts`` and call :meth:`spill` now and then; nothing is
+    written to ``path`` itself until :meth:`commit`.  With ``keep_open=False`` the temp file is
+    opened only while a batch is appended (the dir sink: many runs may be open at once, and
+    each would otherwise hold a file descriptor).  Single-threaded.  Raises OSError from the
+    file system; the sinks catch it.
     """
 
-    def __init__(self, path: Path, compress: bool = True, batch: int = 256 << 10, level: int = 1) -> None:
+    def __init__(self, path: Path, compress: bool = True, batch: int = 256 << 10, level: int = 1,
+                 keep_open: bool = True) -> None:
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         self.compress = compress
@@ -168,7 +172,10 @@ class TraceFile:
         self.parts: list[bytes] = []
         self.raw_bytes = 0  # uncompressed framed bytes produced so far (for figures)
         self.written = 0  # bytes written to the file so far
-        self._fh = self.tmp.open("wb")
+        self._fh: BinaryIO | None = self.tmp.open("wb")
+        if not keep_open:
+            self._fh.close()
+            self._fh = None
 
     def spill(self, force: bool = False) -> None:
         """Write the collected packets once they reach ``batch`` bytes (or now, with ``force``)."""
@@ -183,24 +190,31 @@ class TraceFile:
         self.raw_bytes += len(data)
         if self.compress:
             data = framed(field_bytes(PKT_COMPRESSED, zlib.compress(data, self.level)))
-        self._fh.write(data)
+        if self._fh is not None:
+            self._fh.write(data)
+        else:
+            with self.tmp.open("ab") as fh:
+                fh.write(data)
         self.written += len(data)
 
     def flush(self) -> None:
         self.spill(force=True)
-        self._fh.flush()
+        if self._fh is not None:
+            self._fh.flush()
 
     def commit(self) -> None:
         """Write everything, close, and atomically rename the temp file to ``path``."""
         self.flush()
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
         """Close and remove the temp file (``path`` is left untouched)."""
         self.parts.clear()
         try:
-            self._fh.close()
+            if self._fh is not None:
+                self._fh.close()
         finally:
             self.tmp.unlink(missing_ok=True)
 

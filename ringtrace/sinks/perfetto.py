@@ -39,6 +39,7 @@ and its counter tracks); site names are interned per sequence.  Packets are writ
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import re
@@ -208,20 +209,24 @@ class JsonTrace:
 
 
 class _Output:
-    """A trace file and its encoder (protobuf or JSON), written atomically (temp file + rename)."""
+    """A trace file and its encoder (protobuf or JSON), written atomically (temp file + rename).
 
-    def __init__(self, path: Path, fmt: Format, defer_processes: bool, batch: int = 256 << 10) -> None:
+    ``keep_open=False`` (the dir sink) holds no file descriptor between writes: protobuf
+    batches are appended to the temp file; a JSON trace is kept in memory until the run ends.
+    """
+
+    def __init__(self, path: Path, fmt: Format, defer_processes: bool, batch: int = 256 << 10,
+                 keep_open: bool = True) -> None:
         self.path = path
-        self.fmt = fmt
         self.tf: TraceFile | None = None
+        self.fh: IO[str] | None = None
         self.enc: ProtoTrace | JsonTrace
+        self.tmp = path.with_suffix(path.suffix + ".tmp")
         if fmt == "proto":
-            self.tf = TraceFile(path, batch=batch)
+            self.tf = TraceFile(path, batch=batch, keep_open=keep_open)
             self.enc = ProtoTrace(self.tf, defer_processes)
-            self.tmp = self.tf.tmp
         else:
-            self.tmp = path.with_suffix(path.suffix + ".tmp")
-            self.fh = self.tmp.open("w", encoding="utf-8")
+            self.fh = self.tmp.open("w", encoding="utf-8") if keep_open else io.StringIO()
             self.enc = JsonTrace(self.fh, defer_processes)
 
     def receive(self, event: SinkEvent) -> None:
@@ -230,21 +235,24 @@ class _Output:
     def flush(self) -> None:
         if self.tf is not None:
             self.tf.flush()
-        else:
+        elif self.fh is not None:
             self.fh.flush()
 
     def commit(self) -> None:
         self.enc.close()
         if self.tf is not None:
             self.tf.commit()
-        else:
+        elif isinstance(self.fh, io.StringIO):
+            self.tmp.write_text(self.fh.getvalue(), encoding="utf-8")
+            self.tmp.replace(self.path)
+        elif self.fh is not None:
             self.fh.close()
             self.tmp.replace(self.path)
 
     def abort(self) -> None:
         if self.tf is not None:
             self.tf.abort()
-        else:
+        elif self.fh is not None:
             self.fh.close()
             self.tmp.unlink(missing_ok=True)
 
@@ -347,7 +355,7 @@ class PerfettoDirSink:
             if out is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 out = self._open[src] = _Output(self.directory / trace_file_name(src, self.fmt), self.fmt, False,
-                                                    batch=64 << 10)
+                                                    batch=64 << 10, keep_open=False)
             out.receive(event)
             if isinstance(event, RunFinished):
                 del self._open[src]

@@ -465,6 +465,7 @@ def test_write_error_is_raised_from_close(tmp_path: Path) -> None:
         PerfettoSink(tmp_path / "missing" / "x.pftrace")
     sink = PerfettoSink(tmp_path / "x.pftrace")
     assert sink._out is not None and sink._out.tf is not None
+    assert sink._out.tf._fh is not None
     sink._out.tf._fh.close()
     sink._out.tf._fh = cast(Any, open("/dev/full", "wb", buffering=0))  # noqa: SIM115  # disk full: ENOSPC
     sink._out.tf.batch = 1
@@ -490,12 +491,40 @@ def test_dir_sink_names_and_atomic_writes(tmp_path: Path) -> None:
             seen.add(name)
             check(Model(packets(out / name)), [e for e in events if e.source == ev.source])
         assert final == seen  # nothing appears before its run finished
+        assert open_files(out) == []  # open runs hold no file descriptor between events
     sink.close()
     assert seen == {"nested_l3_20261130_102011-rank0-d0.pftrace", "nested_l3_20261130_102011-rank1-d1.pftrace",
                     "HeapRingDeadlock.pftrace", "NestedScopes_window4_flow_control_deadlock.pftrace"}
     assert list(out.glob("*.tmp")) == []
     pids = {n: Model(packets(out / n)).processes() for n in seen}
     assert [d.process.pid for d in pids["nested_l3_20261130_102011-rank1-d1.pftrace"].values()] == [2]
+
+
+def open_files(directory: Path) -> list[str]:
+    """Files under ``directory`` this process has open (Linux /proc)."""
+    out = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(directory)):
+            out.append(target)
+    return out
+
+
+def test_dir_sink_chrome_json(tmp_path: Path) -> None:
+    events = read_events([L3, FAILED])
+    sink = PerfettoDirSink(tmp_path, "chrome-json")
+    for ev in events:
+        sink.receive(ev)
+        assert open_files(tmp_path) == []
+    sink.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(trace_file_name(f.source, "chrome-json") for f in events if isinstance(f, RunFinished))
+    for n in names:
+        doc = json.loads((tmp_path / n).read_text())
+        assert sum(1 for e in doc["traceEvents"] if e["ph"] == "B") > 0
 
 
 def test_trace_file_names() -> None:
