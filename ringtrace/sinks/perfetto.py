@@ -80,9 +80,10 @@ Format = Literal["proto", "chrome-json"]
 class JsonTrace:
     """The same layout as Chrome JSON trace events (``B``/``E`` slices, ``C`` counters, ``M`` names).
 
-    Streams too (events are written as they come; the array is closed by :meth:`close`), but
-    the JSON importer holds a whole trace in memory and the text is ~6x bigger than protobuf:
-    meant for small traces.  1 us of trace time is one record (``ts`` = line number).
+    Written as events come (the array is closed by :meth:`close`; the dir sink keeps a run's
+    text in memory until the run ends), but it is ~350 bytes per record, ~25x the protobuf
+    trace, and Perfetto's JSON importer holds the whole trace in memory: meant for small
+    traces.  1 us of trace time is one record (``ts`` = line number).
     """
 
     def __init__(self, out: IO[str], defer_processes: bool = False) -> None:
@@ -331,10 +332,12 @@ def trace_file_name(source: Source, fmt: Format = "proto") -> str:
 class PerfettoDirSink:
     """One trace per finished run in ``directory`` (``watch --perfetto-dir``).
 
-    Each run streams into its own temp file (``<name>.tmp``), renamed to :func:`trace_file_name`
-    when its :class:`RunFinished` arrives.  Memory O(depth) per open run.  Never raises: a run
-    whose file cannot be written is logged, counted in ``errors`` and dropped.  :meth:`close`
-    finishes runs still open (their slices end at their last record, marked ``open_at_close``).
+    Each run streams into its own temp file (``<name>.tmp``, opened only while a batch is
+    appended), renamed to :func:`trace_file_name` when its :class:`RunFinished` arrives.
+    Memory O(depth) + one 64 KiB batch per open run (chrome-json: the run's text).  Never
+    raises: a run whose file cannot be written is logged, counted in ``errors`` and dropped.
+    :meth:`close` writes runs still open (their open slices end one tick after their last
+    record, marked ``open_at_close``; the process is labelled UNFINISHED).
     """
 
     name = "perfetto-dir"
