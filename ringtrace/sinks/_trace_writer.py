@@ -117,14 +117,14 @@ def _template(*parts: bytes | None) -> bytes:
 
 
 # Packet templates of the hot path (TrackEvent field order is free; Perfetto reads any order).
-_VALS2 = _template(EV_EXTRA_VALUE, None, EV_EXTRA_VALUE, None)  # task window, heap
-_VALS3 = _template(EV_EXTRA_VALUE, None, EV_EXTRA_VALUE, None, EV_EXTRA_VALUE, None)  # + dep pool
 _BEGIN = _template(EV_TYPE + SMALL[SLICE_BEGIN], None, None, EV_EXTRA_VALUE, None)  # name_iid, vals, tensormap
 _END = EV_TYPE + SMALL[SLICE_END]  # then vals, tensormap, annotations
+# vals, tensormap, depth, line (prefix, value), 6 usage figures (task window, heap)
+_END6 = _template(_END, None, EV_EXTRA_VALUE, *(None,) * 10)
+_END9 = _template(_END, None, EV_EXTRA_VALUE, *(None,) * 13)  # ... and 3 dep-pool figures
 _COUNTER = _template(EV_TYPE + SMALL[COUNTER], EV_TRACK_UUID, None, EV_COUNTER_VALUE, None, None, None)
-_PACKET = _template(TRACE_PACKET, None, PKT_TIMESTAMP, None, None, PKT_TRACK_EVENT, None, None, None)
 _PACKET_FIXED = len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT)
-"""``_PACKET % (packet length, timestamp, sequence id field, event length, event, interned data)``."""
+"""Bytes of a packet besides its timestamp, sequence id, event length, event and interned data."""
 
 def field_bytes(field_tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: tag, length, payload."""
@@ -234,6 +234,24 @@ ARG_NAMES: tuple[str, ...] = (
 IID_DEPTH, IID_LINE = 1, 2
 IID_USAGE = 3  # + 3 * resource index + (0 high_water, 1 live_at_exit, 2 alloc)
 IID_WEDGED, IID_UNMATCHED, IID_OPEN_AT_CLOSE = 12, 13, 14
+_TABLE = 4096
+
+
+def _annotation_table(name_iid: int) -> tuple[bytes, ...]:
+    """Whole int ``debug_annotations`` fields of ``name_iid`` for the values 0.._TABLE-1."""
+    prefix = annotation_prefixes(name_iid)
+    return tuple(prefix[len(SMALL[x])] + SMALL[x] for x in range(_TABLE))
+
+
+_ANN_TABLES: tuple[tuple[bytes, ...], ...] = tuple(
+    _annotation_table(i) if i == IID_DEPTH or IID_USAGE <= i < IID_WEDGED else () for i in range(IID_WEDGED))
+"""Per annotation name (depth, usage figures): the encoded field of each small value (~2 MB)."""
+
+
+def _ann(prefixes: tuple[bytes, ...], x: int) -> bytes:
+    """An int ``debug_annotations`` field from its :func:`annotation_prefixes`."""
+    v = varint(x)
+    return prefixes[len(v)] + v
 _UNITS = {"task_window": "tasks", "heap": "bytes", "dep_pool": "entries"}
 
 
@@ -447,10 +465,14 @@ class ProtoTrace:
         ev_line = _event_line(events[0]) if ne else -1
         S = SMALL
         C = CONT
+        join = b"".join
         V = varint
         ann = self._ann
         a_depth, a_line = ann[IID_DEPTH], ann[IID_LINE]
         a_usage = ann[IID_USAGE:IID_USAGE + 3 * len(RESOURCES)]
+        T_DEPTH = _ANN_TABLES[IID_DEPTH]
+        T0, T1, T2, T3, T4, T5, T6, T7, T8 = _ANN_TABLES[IID_USAGE:IID_USAGE + 9]
+        P0, P1, P2, P3, P4, P5, P6, P7, P8 = a_usage
         last_r = records[0].ring
         ring = rings.get(last_r) or self._new_ring(run, records[0])
         for rec in records:
@@ -478,9 +500,9 @@ class ProtoTrace:
             if ring.has_dp:
                 x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
                 c = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-                vals = _VALS3 % (a, b, c)
+                vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b, EV_EXTRA_VALUE, c))
             else:
-                vals = _VALS2 % (a, b)
+                vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b))
             x = rec.tensormap
             vt = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
             ts = S[line] if line < 16384 else C[line & 16383] + S[line >> 14] if line < 268435456 else V(line)
@@ -495,23 +517,36 @@ class ProtoTrace:
             elif closing is not None and stack and stack[-1][0] == closing.begin_line and stack[-1][1] == r:
                 stack.pop()
                 interned = b""
-                x = closing.depth
-                a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
                 x = closing.begin_line
                 b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-                parts = [_END, vals, EV_EXTRA_VALUE, vt, a_depth[len(a)], a, a_line[len(b)], b]
-                k = 0
-                for u in closing.usage:
-                    if u is not None:
-                        x = u.high_water
-                        a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-                        x = u.live_at_exit
-                        b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-                        x = u.alloc
-                        c = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-                        parts += (a_usage[k][len(a)], a, a_usage[k + 1][len(b)], b, a_usage[k + 2][len(c)], c)
-                    k += 3
-                te = b"".join(parts)
+                x = closing.depth
+                a = T_DEPTH[x] if 0 <= x < _TABLE else _ann(a_depth, x)
+                u_tw, u_hp, u_dp = closing.usage
+                x = u_tw.high_water
+                v0 = T0[x] if 0 <= x < _TABLE else _ann(P0, x)
+                x = u_tw.live_at_exit
+                v1 = T1[x] if 0 <= x < _TABLE else _ann(P1, x)
+                x = u_tw.alloc
+                v2 = T2[x] if 0 <= x < _TABLE else _ann(P2, x)
+                x = u_hp.high_water
+                v3 = (T3[x] if 0 <= x < _TABLE else P3[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
+                      if 0 < x < 268435456 else _ann(P3, x))
+                x = u_hp.live_at_exit
+                v4 = (T4[x] if 0 <= x < _TABLE else P4[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
+                      if 0 < x < 268435456 else _ann(P4, x))
+                x = u_hp.alloc
+                v5 = (T5[x] if 0 <= x < _TABLE else P5[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
+                      if 0 < x < 268435456 else _ann(P5, x))
+                if u_dp is None:
+                    te = _END6 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
+                else:
+                    x = u_dp.high_water
+                    v6 = T6[x] if 0 <= x < _TABLE else _ann(P6, x)
+                    x = u_dp.live_at_exit
+                    v7 = T7[x] if 0 <= x < _TABLE else _ann(P7, x)
+                    x = u_dp.alloc
+                    v8 = T8[x] if 0 <= x < _TABLE else _ann(P8, x)
+                    te = _END9 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
             else:
                 interned = b""
                 if closing is not None:  # its begin is on another ring (odd data): end it there
@@ -520,7 +555,8 @@ class ProtoTrace:
             n = len(te)
             lte = S[n] if n < 16384 else V(n)
             n += _PACKET_FIXED + len(ts) + ring.seq_len + len(lte) + len(interned)
-            app(_PACKET % (S[n] if n < 16384 else V(n), ts, ring.seq, lte, te, interned))
+            app(join((TRACE_PACKET, S[n] if n < 16384 else V(n), PKT_TIMESTAMP, ts, ring.seq, PKT_TRACK_EVENT, lte, te,
+                      interned)))
         run.last_line = records[-1].line
 
     def _end_open(self, run: RunState, begin_line: int, at: int, flag_iid: int, extra: bytes = b"") -> None:
