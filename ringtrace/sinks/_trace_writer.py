@@ -248,6 +248,17 @@ _ANN_TABLES: tuple[tuple[bytes, ...], ...] = tuple(
 """Per annotation name (depth, usage figures): the encoded field of each small value (~2 MB)."""
 
 
+def _usage_args(scope: Scope) -> bytes:
+    """The usage annotations of ``scope``, whatever is present (the hot loop's slow path)."""
+    out: list[bytes] = []
+    for i, u in enumerate(scope.usage):
+        if u is not None:
+            p = IID_USAGE + 3 * i
+            out += (_ann(annotation_prefixes(p), u.high_water), _ann(annotation_prefixes(p + 1), u.live_at_exit),
+                    _ann(annotation_prefixes(p + 2), u.alloc))
+    return b"".join(out)
+
+
 def _ann(prefixes: tuple[bytes, ...], x: int) -> bytes:
     """An int ``debug_annotations`` field from its :func:`annotation_prefixes`."""
     v = varint(x)
@@ -522,31 +533,37 @@ class ProtoTrace:
                 x = closing.depth
                 a = T_DEPTH[x] if 0 <= x < _TABLE else _ann(a_depth, x)
                 u_tw, u_hp, u_dp = closing.usage
-                x = u_tw.high_water
-                v0 = T0[x] if 0 <= x < _TABLE else _ann(P0, x)
-                x = u_tw.live_at_exit
-                v1 = T1[x] if 0 <= x < _TABLE else _ann(P1, x)
-                x = u_tw.alloc
-                v2 = T2[x] if 0 <= x < _TABLE else _ann(P2, x)
-                x = u_hp.high_water
-                v3 = (T3[x] if 0 <= x < _TABLE else P3[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
-                      if 0 < x < 268435456 else _ann(P3, x))
-                x = u_hp.live_at_exit
-                v4 = (T4[x] if 0 <= x < _TABLE else P4[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
-                      if 0 < x < 268435456 else _ann(P4, x))
-                x = u_hp.alloc
-                v5 = (T5[x] if 0 <= x < _TABLE else P5[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v
-                      if 0 < x < 268435456 else _ann(P5, x))
-                if u_dp is None:
-                    te = _END6 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
+                if u_tw is None or u_hp is None:  # not from the pairer: every scope has these two
+                    te = join((_END, vals, EV_EXTRA_VALUE, vt, a, a_line[len(b)], b, _usage_args(closing)))
                 else:
-                    x = u_dp.high_water
-                    v6 = T6[x] if 0 <= x < _TABLE else _ann(P6, x)
-                    x = u_dp.live_at_exit
-                    v7 = T7[x] if 0 <= x < _TABLE else _ann(P7, x)
-                    x = u_dp.alloc
-                    v8 = T8[x] if 0 <= x < _TABLE else _ann(P8, x)
-                    te = _END9 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
+                    x = u_tw.high_water
+                    v0 = T0[x] if 0 <= x < _TABLE else _ann(P0, x)
+                    x = u_tw.live_at_exit
+                    v1 = T1[x] if 0 <= x < _TABLE else _ann(P1, x)
+                    x = u_tw.alloc
+                    v2 = T2[x] if 0 <= x < _TABLE else _ann(P2, x)
+                    x = u_hp.high_water
+                    v3 = (T3[x] if 0 <= x < _TABLE
+                          else P3[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
+                          else _ann(P3, x))
+                    x = u_hp.live_at_exit
+                    v4 = (T4[x] if 0 <= x < _TABLE
+                          else P4[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
+                          else _ann(P4, x))
+                    x = u_hp.alloc
+                    v5 = (T5[x] if 0 <= x < _TABLE
+                          else P5[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
+                          else _ann(P5, x))
+                    if u_dp is None:
+                        te = _END6 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
+                    else:
+                        x = u_dp.high_water
+                        v6 = T6[x] if 0 <= x < _TABLE else _ann(P6, x)
+                        x = u_dp.live_at_exit
+                        v7 = T7[x] if 0 <= x < _TABLE else _ann(P7, x)
+                        x = u_dp.alloc
+                        v8 = T8[x] if 0 <= x < _TABLE else _ann(P8, x)
+                        te = _END9 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
             else:
                 interned = b""
                 if closing is not None:  # its begin is on another ring (odd data): end it there

@@ -34,6 +34,7 @@ from ringtrace.records import (
     Scope,
     SinkEvent,
     Source,
+    Usage,
 )
 from ringtrace.run import Run
 from ringtrace.sinks import FanOut
@@ -578,3 +579,19 @@ def test_started_events_only_make_no_slices(tmp_path: Path) -> None:
     model = write([RunStarted(src, None)], tmp_path / "e.pftrace")
     assert model.slices == [] and len(model.processes()) == 1
     assert ARG_NAMES[0] == "depth"
+
+
+def test_scope_without_task_window_usage(tmp_path: Path) -> None:
+    """Scopes not made by the pairer may lack figures: the slow path writes what is there."""
+    src = Source("/x/scope_stats.jsonl")
+
+    def record(line: int, phase: str) -> Record:
+        return Record(line, "a.cpp:1", phase, 1, 1, 0, 1, 0, 4096, None, None, 2)  # type: ignore[arg-type]
+
+    scope = Scope("a.cpp:1", 1, 1, 2, 3, 0, (None, Usage(70000, 5, 1 << 40), None))
+    events: list[SinkEvent] = [RunStarted(src, None),
+                               RunProgress(src, (record(2, "begin"), record(3, "end")), (scope,), ())]
+    model = write(events, tmp_path / "slow.pftrace")
+    [sl] = model.slices
+    assert (sl.args["heap_high_water"], sl.args["heap_live_at_exit"], sl.args["heap_alloc"]) == (70000, 5, 1 << 40)
+    assert "task_window_alloc" not in sl.args and sl.end == 3
