@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -156,14 +158,19 @@ class TraceFile:
     """A trace being written: ``parts`` collects framed packets; :meth:`spill` writes them out.
 
     Callers append framed packets to ``parts`` and call :meth:`spill` now and then; nothing is
-    written to ``path`` itself until :meth:`commit`.  With ``keep_open=False`` the temp file is
-    opened only while a batch is appended (the dir sink: many runs may be open at once, and
-    each would otherwise hold a file descriptor).  Single-threaded.  Raises OSError from the
-    file system; the sinks catch it.
+    written to ``path`` itself until :meth:`commit`.  Used from one thread.
+
+    * ``keep_open=False``: the temp file is opened only while a batch is appended (the dir
+      sink: many runs may be open at once, and each would otherwise hold a file descriptor).
+    * ``threaded=True``: full batches are deflated and written by a worker thread (zlib
+      releases the GIL, so this overlaps the encoding; ``convert``).  At most two batches
+      wait for it; :meth:`flush`, :meth:`commit` and :meth:`abort` wait until it is done.
+
+    Raises OSError from the file system (a worker's error at the next call); the sinks catch it.
     """
 
     def __init__(self, path: Path, compress: bool = True, batch: int = 256 << 10, level: int = 1,
-                 keep_open: bool = True) -> None:
+                 keep_open: bool = True, threaded: bool = False) -> None:
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         self.compress = compress
@@ -176,6 +183,42 @@ class TraceFile:
         if not keep_open:
             self._fh.close()
             self._fh = None
+        self._error: OSError | None = None
+        self._queue: queue.Queue[bytes | None] | None = None
+        self._worker: threading.Thread | None = None
+        if threaded:
+            self._queue = queue.Queue(maxsize=2)
+            self._worker = threading.Thread(target=self._work, name=f"deflate {path.name}", daemon=True)
+            self._worker.start()
+
+    def _write(self, data: bytes) -> None:
+        self.raw_bytes += len(data)
+        if self.compress:
+            data = framed(field_bytes(PKT_COMPRESSED, zlib.compress(data, self.level)))
+        if self._fh is not None:
+            self._fh.write(data)
+        else:
+            with self.tmp.open("ab") as fh:
+                fh.write(data)
+        self.written += len(data)
+
+    def _work(self) -> None:
+        assert self._queue is not None
+        while True:
+            data = self._queue.get()
+            try:
+                if data is None:
+                    return
+                if self._error is None:
+                    self._write(data)
+            except OSError as err:
+                self._error = err
+            finally:
+                self._queue.task_done()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def spill(self, force: bool = False) -> None:
         """Write the collected packets once they reach ``batch`` bytes (or now, with ``force``)."""
@@ -187,32 +230,44 @@ class TraceFile:
             return
         data = b"".join(parts)
         parts.clear()
-        self.raw_bytes += len(data)
-        if self.compress:
-            data = framed(field_bytes(PKT_COMPRESSED, zlib.compress(data, self.level)))
-        if self._fh is not None:
-            self._fh.write(data)
+        if self._queue is not None:
+            self._check()
+            self._queue.put(data)
         else:
-            with self.tmp.open("ab") as fh:
-                fh.write(data)
-        self.written += len(data)
+            self._write(data)
+
+    def _drain(self) -> None:
+        if self._queue is not None:
+            self._queue.join()
+            self._check()
+
+    def _stop(self) -> None:
+        if self._queue is not None and self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._queue = None
 
     def flush(self) -> None:
         self.spill(force=True)
+        self._drain()
         if self._fh is not None:
             self._fh.flush()
 
     def commit(self) -> None:
         """Write everything, close, and atomically rename the temp file to ``path``."""
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self._stop()
         if self._fh is not None:
             self._fh.close()
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
-        """Close and remove the temp file (``path`` is left untouched)."""
+        """Stop writing, close and remove the temp file (``path`` is left untouched)."""
         self.parts.clear()
         try:
+            self._stop()
             if self._fh is not None:
                 self._fh.close()
         finally:

@@ -217,14 +217,14 @@ class _Output:
     """
 
     def __init__(self, path: Path, fmt: Format, defer_processes: bool, batch: int = 256 << 10,
-                 keep_open: bool = True) -> None:
+                 keep_open: bool = True, threaded: bool = False) -> None:
         self.path = path
         self.tf: TraceFile | None = None
         self.fh: IO[str] | None = None
         self.enc: ProtoTrace | JsonTrace
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         if fmt == "proto":
-            self.tf = TraceFile(path, batch=batch, keep_open=keep_open)
+            self.tf = TraceFile(path, batch=batch, keep_open=keep_open, threaded=threaded)
             self.enc = ProtoTrace(self.tf, defer_processes)
         else:
             self.fh = self.tmp.open("w", encoding="utf-8") if keep_open else io.StringIO()
@@ -271,7 +271,7 @@ class PerfettoSink:
 
     def __init__(self, path: Path, fmt: Format = "proto") -> None:
         self.path = Path(path)
-        self._out: _Output | None = _Output(self.path, fmt, defer_processes=True)
+        self._out: _Output | None = _Output(self.path, fmt, defer_processes=True, threaded=True)
         self.error: OSError | None = None
 
     def _fail(self, err: OSError) -> None:

@@ -455,7 +455,8 @@ def test_atomic_and_streaming(tmp_path: Path) -> None:
         assert sum(map(len, out.tf.parts)) < 4096 + 1024  # bounded: one batch, not the trace
         assert isinstance(out.enc, ProtoTrace)
         assert all(len(r.stack) <= 8 for r in out.enc.runs.values())  # O(depth)
-    assert tmp.stat().st_size > 10_000  # streamed to disk before close
+    sink.flush()
+    assert not path.exists() and tmp.stat().st_size > 10_000  # streamed to disk before close
     sink.close()
     assert path.exists() and not tmp.exists()
     check(Model(packets(path)), events)
@@ -472,6 +473,7 @@ def test_write_error_is_raised_from_close(tmp_path: Path) -> None:
     sink._out.tf.batch = 1
     for ev in read_events([L3]):
         sink.receive(ev)  # never raises into the reader
+    sink.flush()  # the deflate worker's error surfaces here (or at the next receive)
     assert isinstance(sink.error, OSError)
     with pytest.raises(OSError):
         sink.close()
