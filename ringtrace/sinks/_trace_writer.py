@@ -183,7 +183,7 @@ class TraceFile:
         if not keep_open:
             self._fh.close()
             self._fh = None
-        self._error: OSError | None = None
+        self._error: Exception | None = None
         self._queue: queue.Queue[bytes | None] | None = None
         self._worker: threading.Thread | None = None
         if threaded:
@@ -211,7 +211,7 @@ class TraceFile:
                     return
                 if self._error is None:
                     self._write(data)
-            except OSError as err:
+            except Exception as err:  # kept, raised on the caller's thread; the worker keeps draining
                 self._error = err
             finally:
                 self._queue.task_done()
