@@ -4,8 +4,8 @@
 :class:`PerfettoDirSink` writes one trace per finished run into a directory (``watch``).  Both
 stream: packets are appended to ``<file>.tmp`` as events arrive and the file is renamed into
 place when it is complete, so a trace file is never seen half-written.  Memory is O(nesting
-depth) per open run plus one compression batch (256 KiB; 64 KiB per open run in the dir
-sink), never the trace.
+depth) per open run plus compression batches (at most 3 x 256 KiB in ``convert``, where a
+worker thread deflates them; 64 KiB per open run in the dir sink), never the trace.
 
 Layout of a trace:
 
