@@ -107,7 +107,7 @@ class Decoder:
         self._task_warned = False
         self._site_warned = False
         self._wraps = False
-        self._last: dict[int, tuple[int, int, int, int, int, int]] = {}
+        self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
 
     @property
@@ -127,12 +127,16 @@ class Decoder:
                 return out
             self._skipping = False
             start = nl + 1
-        pieces = chunk[start:].split(b"\n")
-        if self._partial:
-            pieces[0] = self._partial + pieces[0]
-        tail = pieces.pop()
-        for piece in pieces:
-            self._line(piece, out)
+        first = chunk.find(b"\n", start)
+        if first < 0:
+            tail = self._partial + chunk[start:] if self._partial else chunk[start:]
+        else:
+            # the first line completes what was held back; the lines after it are whole in ``chunk``
+            self._line(self._partial + chunk[start:first] if self._partial else chunk[start:first], out)
+            cut = chunk.rfind(b"\n") + 1
+            if cut > first + 1:
+                self._lines(chunk, first + 1, cut, out)
+            tail = chunk[cut:]
         if len(tail) > self._max_line:
             self.line += 1
             self._too_long(out)
@@ -163,6 +167,47 @@ class Decoder:
 
     def _too_long(self, out: list[Item]) -> None:
         self._error(out, self.line, "line_too_long", f"line longer than {self._max_line} bytes, skipped")
+
+    def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
+        """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1.
+
+        Fast path: one ``decode_lines`` call for the lot, taken only when that provably reads the
+        same records, line by line, as :meth:`_line` would: every line starts with ``{`` and ends
+        with ``}`` (so no blank line, no CR, no value spanning lines: ``}`` newline ``{`` cannot be
+        inside one JSON value), no line is over ``max_line``, and there are as many values as lines
+        (so none holds two).  Anything else goes line by line.
+        """
+        n = buf.count(b"\n", start, end)
+        if (not self._dead and buf.startswith(b"{", start) and buf.endswith(b"}\n", start, end)
+                and buf.count(b"}\n{", start, end) == n - 1
+                and (end - start <= self._max_line or self._fits(buf, start, end))):
+            try:
+                raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])
+            except msgspec.DecodeError:
+                pass
+            else:
+                if len(raws) == n:
+                    first = self.line + 1
+                    self.line += n
+                    if self._wraps or self._version < 5:
+                        checked = self._checked
+                        for i, r in enumerate(raws, first):
+                            checked(r, i, out)
+                    else:
+                        self._checked_v6(raws, first, out)
+                    return
+        for piece in buf[start:end - 1].split(b"\n"):
+            self._line(piece, out)
+
+    def _fits(self, buf: bytes, start: int, end: int) -> bool:
+        """No line of ``buf[start:end]`` (ending with a newline) is longer than ``max_line``."""
+        window = self._max_line + 1
+        while end - start > window:
+            nl = buf.rfind(b"\n", start, start + window)
+            if nl < 0:
+                return False
+            start = nl + 1
+        return True
 
     def _line(self, raw: bytes, out: list[Item]) -> None:
         self.line += 1
@@ -272,34 +317,73 @@ class Decoder:
             return
         if self._version == 4:
             dps = dpe = None
-        hs, he = r.heap_start, r.heap_end
-        if (r.task_window_start < 0 or r.task_window_end < 0 or hs < 0 or he < 0 or r.tensormap < 0
+        tws, twe, hs, he = r.task_window_start, r.task_window_end, r.heap_start, r.heap_end
+        if (tws < 0 or twe < 0 or hs < 0 or he < 0 or r.tensormap < 0
                 or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
             self._error(out, line, "negative_counter", "a counter is negative")
             return
-        if self._wraps:
+        wraps = self._wraps
+        if wraps:
             hs, he = self._unroll(ring, hs, he)
-        now = (r.task_window_start, r.task_window_end, hs, he, dps or 0, dpe or 0)
+        rec = Record(line, r.site, r.phase, r.depth, ring, tws, twe, hs, he, dps, dpe, r.tensormap)
         last = self._last.get(ring)
-        if last is not None and (now[0] < last[0] or now[1] < last[1] or now[4] < last[4] or now[5] < last[5]
-                                 or (not self._wraps and (now[2] < last[2] or now[3] < last[3]))):
+        self._last[ring] = rec
+        self._raw_heap[ring] = r.heap_end
+        if last is not None and (tws < last.task_window_start or twe < last.task_window_end
+                                 or (dps or 0) < (last.dep_pool_start or 0) or (dpe or 0) < (last.dep_pool_end or 0)
+                                 or (not wraps and (hs < last.heap_start or he < last.heap_end))):
             # v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the
             # tail may (a full ring reads as empty, so the next sample's tail is lower): not checked.
+            # The record is dropped, but it stays the ring's reference (set above): after one
+            # corrupt spike the following good records must not all read as going backwards.
+            now = (tws, twe, hs, he, dps or 0, dpe or 0)
+            prev = (last.task_window_start, last.task_window_end, last.heap_start, last.heap_end,
+                    last.dep_pool_start or 0, last.dep_pool_end or 0)
             names = ("task_window_start", "task_window_end", "heap_start", "heap_end",
                      "dep_pool_start", "dep_pool_end")
-            which = next(i for i in (0, 1, 2, 3, 4, 5) if now[i] < last[i] and not (self._wraps and i in (2, 3)))
+            which = next(i for i in (0, 1, 2, 3, 4, 5) if now[i] < prev[i] and not (wraps and i in (2, 3)))
             self._error(out, line, "counter_backwards",
-                        f"{names[which]} went backwards on ring {ring}: {now[which]} after {last[which]}")
-            # The record is dropped, but it becomes the ring's reference: after one corrupt spike
-            # the following good records must not all read as going backwards.
-            self._last[ring] = now
-            self._raw_heap[ring] = r.heap_end
+                        f"{names[which]} went backwards on ring {ring}: {now[which]} after {prev[which]}")
             return
-        self._last[ring] = now
-        self._raw_heap[ring] = r.heap_end
         self.records += 1
-        out.append(Record(line, r.site, r.phase, r.depth, ring, r.task_window_start, r.task_window_end,
-                          hs, he, dps, dpe, r.tensormap))
+        out.append(rec)
+
+    def _checked_v6(self, raws: list[_RawRecord], line: int, out: list[Item]) -> None:
+        """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap
+        counters that do not wrap, dep pool required).  A record that passes every check against
+        its ring's previous sample is built here in one go; any other goes through :meth:`_checked`
+        (the ring's first sample, a task record, anything out of range, missing or backwards),
+        which makes the same checks in order and says what is wrong."""
+        last_of = self._last
+        get = last_of.get
+        append = out.append
+        checked = self._checked
+        good = 0
+        for r in raws:
+            ring = r.ring
+            last = get(ring)
+            depth = r.depth
+            tm = r.tensormap
+            dps = r.dep_pool_start
+            dpe = r.dep_pool_end
+            tws = r.task_window_start
+            twe = r.task_window_end
+            hs = r.heap_start
+            he = r.heap_end
+            # a ring with a previous sample is in range, and that sample's counters are >= 0:
+            # counters that did not go backwards are not negative either
+            if (last is None or depth < 0 or depth > MAX_DEPTH or tm < 0 or dps is None or dpe is None
+                    or r.phase == "task" or tws < last.task_window_start or twe < last.task_window_end
+                    or hs < last.heap_start or he < last.heap_end or dps < last.dep_pool_start  # type: ignore[operator]
+                    or dpe < last.dep_pool_end):  # type: ignore[operator]
+                checked(r, line, out)
+            else:
+                rec = Record(line, r.site, r.phase, depth, ring, tws, twe, hs, he, dps, dpe, tm)
+                last_of[ring] = rec
+                append(rec)
+                good += 1
+            line += 1
+        self.records += good
 
     def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
         """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""
@@ -311,5 +395,5 @@ class Decoder:
         if last_raw is None or last is None:  # first sample of the ring: the lap that keeps the tail >= 0
             head = raw_head + cap if raw_head < raw_tail else raw_head
         else:
-            head = last[3] + (raw_head - last_raw) % cap
+            head = last.heap_end + (raw_head - last_raw) % cap
         return head - (raw_head - raw_tail) % cap, head
