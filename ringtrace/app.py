@@ -110,8 +110,9 @@ class App:
             self.ready = True
             next_rescan = self.clock() + self.cfg.rescan_interval
             while not self._stopping.is_set():
+                tick = min(TICK_SECONDS, self.cfg.poll_interval) if self.polling else TICK_SECONDS
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
+                    await asyncio.wait_for(self._wake.wait(), tick)
                 self._wake.clear()
                 if self._stopping.is_set():
                     break
@@ -119,6 +120,8 @@ class App:
                 if self._dirty:
                     dirty, self._dirty = self._dirty, set()
                     await self._call(tailer.changed, dirty, now, self.wall())
+                if self.polling:
+                    await self._call(tailer.poll_active, now, self.wall())
                 if now >= next_rescan:
                     next_rescan = now + self.cfg.rescan_interval
                     await self._call(tailer.rescan, now, self.wall())

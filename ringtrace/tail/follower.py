@@ -72,6 +72,14 @@ class Follower:
 
     def poll(self, now: float, wall: float) -> list[SinkEvent]:
         """Look at the file once: read new bytes, detect rewrites, finish a complete run."""
+        if self.run is None and self.finished_reason is not None:
+            try:  # a finished file: one stat tells whether anything changed
+                st = os.stat(self.path)
+            except OSError:
+                return []
+            if ((st.st_dev, st.st_ino) == self.ident and st.st_size == self.finished_size
+                    and st.st_mtime_ns == self.finished_mtime):
+                return []
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError:

@@ -58,7 +58,8 @@ class Tailer:
         return f
 
     def rescan(self, now: float, wall: float) -> list[SinkEvent]:
-        """Find files that appeared without an event; poll every active file."""
+        """Find files that appeared without an event; look at every known file (finished ones too:
+        a rewrite whose events were lost or coalesced starts a new run here)."""
         out: list[SinkEvent] = []
         for root in self.roots:
             if not root.exists:
@@ -71,6 +72,14 @@ class Tailer:
                 path = path.absolute()
                 if path not in self.followers:
                     out += self._follower(path).poll(now, wall)
+        for f in list(self.followers.values()):
+            out += f.poll(now, wall)
+        return out
+
+    def poll_active(self, now: float, wall: float) -> list[SinkEvent]:
+        """Polling mode: look at every file being written.  The polling watcher compares mtimes in
+        whole seconds, so writes within a second of the last change send no event."""
+        out: list[SinkEvent] = []
         for f in list(self.followers.values()):
             if f.active:
                 out += f.poll(now, wall)
