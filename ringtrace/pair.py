@@ -13,6 +13,8 @@ Scopes still open when the run is finished are *wedged*: the innermost is where 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ringtrace.records import (
     RESOURCES,
     Abandoned,
@@ -32,10 +34,9 @@ _NOTHING: tuple[PairEvent, ...] = ()
 
 
 class _Ring:
-    """Running maxima for one ring; lists are indexed like RESOURCES."""
+    """Running maxima for one ring over its paired scopes; lists are indexed like RESOURCES."""
 
-    __slots__ = ("alloc", "alloc_site", "hw", "hw_line", "hw_site", "live", "live_exit", "live_exit_site",
-                 "scopes")
+    __slots__ = ("alloc", "alloc_site", "hw", "hw_line", "hw_site", "live_exit", "live_exit_site", "scopes")
 
     def __init__(self) -> None:
         self.scopes = 0
@@ -46,7 +47,20 @@ class _Ring:
         self.live_exit_site = ["", "", ""]
         self.alloc = [0, 0, 0]
         self.alloc_site = ["", "", ""]
-        self.live = [0, 0, 0]
+
+    def add(self, i: int, u: Usage, site: str, begin_line: int) -> None:
+        """Fold resource ``i`` of a scope into the maxima (the ring's first scope sets them)."""
+        first = self.scopes == 1
+        if u.high_water > self.hw[i] or first:
+            self.hw[i] = u.high_water
+            self.hw_site[i] = site
+            self.hw_line[i] = begin_line
+        if u.live_at_exit > self.live_exit[i] or first:
+            self.live_exit[i] = u.live_at_exit
+            self.live_exit_site[i] = site
+        if u.alloc > self.alloc[i] or first:
+            self.alloc[i] = u.alloc
+            self.alloc_site[i] = site
 
 
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
@@ -64,15 +78,16 @@ def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
 class Pairer:
     """Pairs one run's records.  Called from one task or thread only; never raises for data.
 
-    :meth:`push` takes records in file order and returns what they caused; :meth:`summary`
-    can be called at any time (a live view) and with ``finished=True`` at the end of the run.
+    :meth:`push` (one record) and :meth:`push_many` (a batch) take records in file order and
+    return what they caused; :meth:`summary` can be called at any time (a live view) and with
+    ``finished=True`` at the end of the run.
     """
 
     def __init__(self, meta: Meta | None = None) -> None:
         self.meta = meta
         self._stack: list[Record] = []
-        self._rings: dict[int, _Ring] = {}
-        self._last: dict[int, Record] = {}  # latest record per ring
+        self._rings: dict[int, _Ring] = {}  # rings with paired scopes
+        self._last: dict[int, Record] = {}  # latest record per ring (every ring seen)
         self.records = 0
         self.scopes = 0
         self.unmatched_begins = 0
@@ -83,42 +98,80 @@ class Pairer:
         self._tm_live = 0
 
     def push(self, rec: Record) -> tuple[PairEvent, ...]:
-        self.records += 1
-        self._last[rec.ring] = rec
-        ring = self._rings.get(rec.ring)
-        if ring is None:
-            ring = self._rings[rec.ring] = _Ring()
-        has_dp = rec.dep_pool_end is not None
-        live = ring.live
-        live[0] = rec.task_window_end - rec.task_window_start
-        live[1] = rec.heap_end - rec.heap_start
-        live[2] = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0) if has_dp else 0
-        self._tm_live = rec.tensormap
-        if rec.tensormap > self._tm_peak:
-            self._tm_peak = rec.tensormap
-            self._tm_site = rec.site
-        if rec.depth > self.max_depth:
-            self.max_depth = rec.depth
+        events = self.push_many((rec,))
+        return tuple(events) if events else _NOTHING
 
+    def push_many(self, recs: Sequence[Record]) -> list[PairEvent]:
+        """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each."""
+        if not recs:
+            return []
+        events: list[PairEvent] = []
+        emit = events.append
         stack = self._stack
-        depth = rec.depth
-        if rec.phase == "begin":
-            events = _NOTHING
-            if stack and stack[-1].depth >= depth:
-                events = self._abandon(depth, rec.line)
-            stack.append(rec)
-            return events
-        events = _NOTHING
-        if stack and stack[-1].depth > depth:
-            events = self._abandon(depth + 1, rec.line)
-        if stack and stack[-1].depth == depth and stack[-1].site == rec.site:
-            begin = stack.pop()
-            scope = self._close(begin, rec, ring)
-            return (*events, scope) if events else (scope,)
-        self.unmatched_ends += 1
-        return (*events, UnmatchedEnd(rec.site, rec.depth, rec.ring, rec.line))
+        push = stack.append
+        pop = stack.pop
+        rings = self._rings
+        last = self._last
+        tm_peak = self._tm_peak
+        max_depth = self.max_depth
+        scopes = 0
+        for e in recs:
+            ring_no = e.ring
+            last[ring_no] = e
+            depth = e.depth
+            if e.tensormap > tm_peak:
+                tm_peak = e.tensormap
+                self._tm_site = e.site
+            if depth > max_depth:
+                max_depth = depth
+            if e.phase == "begin":
+                if stack and stack[-1].depth >= depth:
+                    events.extend(self._abandon(depth, e.line))
+                push(e)
+                continue
+            if stack and stack[-1].depth > depth:
+                events.extend(self._abandon(depth + 1, e.line))
+            if not stack or stack[-1].depth != depth or stack[-1].site != e.site:
+                self.unmatched_ends += 1
+                emit(UnmatchedEnd(e.site, depth, ring_no, e.line))
+                continue
+            # a paired scope: usage (see _usage), running maxima of the end's ring, the event
+            b = pop()
+            x = e.task_window_end
+            tw = Usage(x - b.task_window_start, x - e.task_window_start, x - b.task_window_end)
+            x = e.heap_end
+            hp = Usage(x - b.heap_start, x - e.heap_start, x - b.heap_end)
+            bs, be, es, ee = b.dep_pool_start, b.dep_pool_end, e.dep_pool_start, e.dep_pool_end
+            dp = None if bs is None or be is None or es is None or ee is None else Usage(ee - bs, ee - es, ee - be)
+            ring = rings.get(ring_no)
+            if ring is None:
+                ring = rings[ring_no] = _Ring()
+            ring.scopes += 1
+            scopes += 1
+            site = e.site
+            if ring.scopes == 1:
+                ring.add(0, tw, site, b.line)
+                ring.add(1, hp, site, b.line)
+                if dp is not None:
+                    ring.add(2, dp, site, b.line)
+            else:
+                hw, live_exit, alloc = ring.hw, ring.live_exit, ring.alloc
+                if tw.high_water > hw[0] or tw.live_at_exit > live_exit[0] or tw.alloc > alloc[0]:
+                    ring.add(0, tw, site, b.line)
+                if hp.high_water > hw[1] or hp.live_at_exit > live_exit[1] or hp.alloc > alloc[1]:
+                    ring.add(1, hp, site, b.line)
+                if dp is not None and (dp.high_water > hw[2] or dp.live_at_exit > live_exit[2]
+                                       or dp.alloc > alloc[2]):
+                    ring.add(2, dp, site, b.line)
+            emit(Scope(site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, (tw, hp, dp)))
+        self.scopes += scopes
+        self._tm_peak = tm_peak
+        self.max_depth = max_depth
+        self._tm_live = recs[-1].tensormap
+        self.records += len(recs)
+        return events
 
-    def _abandon(self, min_depth: int, line: int) -> tuple[PairEvent, ...]:
+    def _abandon(self, min_depth: int, line: int) -> list[PairEvent]:
         """Pop open scopes of depth >= ``min_depth`` as unmatched begins."""
         out: list[PairEvent] = []
         stack = self._stack
@@ -126,28 +179,7 @@ class Pairer:
             b = stack.pop()
             self.unmatched_begins += 1
             out.append(Abandoned(OpenScope(b.site, b.depth, b.ring, b.line), line))
-        return tuple(out)
-
-    def _close(self, b: Record, e: Record, ring: _Ring) -> Scope:
-        self.scopes += 1
-        ring.scopes += 1
-        usage = _usage(b, e)
-        first = ring.scopes == 1
-        for i, u in enumerate(usage):
-            if u is None:
-                continue
-            if u.high_water > ring.hw[i] or first:
-                ring.hw[i] = u.high_water
-                ring.hw_site[i] = e.site
-                ring.hw_line[i] = b.line
-            if u.live_at_exit > ring.live_exit[i] or first:
-                ring.live_exit[i] = u.live_at_exit
-                ring.live_exit_site[i] = e.site
-            if u.alloc > ring.alloc[i] or first:
-                ring.alloc[i] = u.alloc
-                ring.alloc_site[i] = e.site
-        parent = self._stack[-1].line if self._stack else 0
-        return Scope(e.site, e.depth, e.ring, b.line, e.line, parent, usage)
+        return out
 
     @property
     def open_scopes(self) -> tuple[OpenScope, ...]:
@@ -168,15 +200,18 @@ class Pairer:
         """Snapshot of the run.  With ``finished``, open scopes are reported as wedged."""
         meta = self.meta
         peaks: list[Peak] = []
-        for ring_no in sorted(self._rings):
-            ring = self._rings[ring_no]
+        for ring_no in sorted(self._last):
+            ring = self._rings.get(ring_no) or _Ring()
+            e = self._last[ring_no]  # live = head - tail at the ring's latest record
+            live = (e.task_window_end - e.task_window_start, e.heap_end - e.heap_start,
+                    0 if e.dep_pool_end is None else e.dep_pool_end - (e.dep_pool_start or 0))
             for i, resource in enumerate(RESOURCES):
                 if resource == "dep_pool" and meta is not None and meta.version == 4:
                     continue
                 cap = meta.capacity(resource, ring_no) if meta is not None else None
                 peaks.append(Peak(ring_no, resource, cap, ring.hw[i], ring.hw_site[i], ring.hw_line[i],
                                   ring.live_exit[i], ring.live_exit_site[i], ring.alloc[i], ring.alloc_site[i],
-                                  ring.live[i], ring.scopes))
+                                  live[i], ring.scopes))
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,

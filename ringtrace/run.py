@@ -7,13 +7,14 @@ once, with the reason the run ended.  Nothing here blocks or raises for bad data
 
 from __future__ import annotations
 
+from typing import cast
+
 from ringtrace.decode import Decoder, Item
 from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.pair import Pairer
 from ringtrace.records import (
     FinishReason,
     Meta,
-    PairEvent,
     Problem,
     Record,
     RunFinished,
@@ -50,7 +51,12 @@ class Run:
     def feed(self, chunk: bytes) -> list[SinkEvent]:
         """Decode and pair ``chunk``; returns RunStarted (once) and a RunProgress when anything happened."""
         self.bytes += len(chunk)
-        return self._consume(self.decoder.feed(chunk))
+        decoder = self.decoder
+        before = decoder.records
+        items = decoder.feed(chunk)
+        if items and len(items) == decoder.records - before:  # records only (the usual chunk)
+            return self._progress(cast("list[Record]", items), [])
+        return self._consume(items)
 
     def finish(self, reason: FinishReason) -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes and findings.
@@ -76,15 +82,10 @@ class Run:
     def _consume(self, items: list[Item]) -> list[SinkEvent]:
         out: list[SinkEvent] = []
         records: list[Record] = []
-        events: list[PairEvent] = []
         problems: list[Problem] = []
-        push = self.pairer.push
         for item in items:
             if type(item) is Record:
                 records.append(item)
-                ev = push(item)
-                if ev:
-                    events.extend(ev)
             elif isinstance(item, Meta):
                 self.pairer.meta = item
                 if not self.started:
@@ -95,6 +96,13 @@ class Run:
                 self.problem_count += 1
                 if len(self.problems) < KEEP_PROBLEMS:
                     self.problems.append(item)
+        out += self._progress(records, problems)
+        return out
+
+    def _progress(self, records: list[Record], problems: list[Problem]) -> list[SinkEvent]:
+        """Pair ``records``; RunStarted if not yet sent, and a RunProgress when anything happened."""
+        out: list[SinkEvent] = []
+        events = self.pairer.push_many(records)
         if records and not self.started:
             self.started = True
             out.append(RunStarted(self.source, self.meta, self.seen_at))
