@@ -77,8 +77,10 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     sinks, notes = sinks_from_config(cfg)
     fanout = FanOut([*(extra or []), *sinks])
     prom: PrometheusSink | None = None
+    otlp = next((s for s in sinks if isinstance(s, OtlpSink)), None)
     if cfg.metrics_addr:
-        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors)
+        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors,
+                              otlp_stats=otlp.stats if otlp is not None else None)
         fanout.add(prom)
 
     def watched(_batch: object) -> None:

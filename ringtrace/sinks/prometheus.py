@@ -214,12 +214,14 @@ class PrometheusSink:
 
     def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
                  clock: Callable[[], float] = time.time,
-                 sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000) -> None:
+                 sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000,
+                 otlp_stats: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.series_ttl = series_ttl
         self.max_runs = max_runs
         self._clock = clock
         self._sink_errors = sink_errors
+        self._otlp_stats = otlp_stats
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
         self._finished: deque[tuple[float, str, _RunState]] = deque()  # finish order
@@ -373,6 +375,7 @@ class PrometheusSink:
             for sink, n in sorted(errors.items()):
                 se.add_metric([sink], n)
         yield se
+        yield from self._otlp_families()
         yield CounterMetricFamily("ringtrace_runs_started", "Runs (source files or rewrites) seen to start.",
                                   value=c.started)
         rf = CounterMetricFamily("ringtrace_runs_finished", "Runs finished, by reason.", labels=["reason"])
@@ -390,6 +393,27 @@ class PrometheusSink:
                                labels=["version", "python_version"])
         bi.add_metric(list(self._build), 1)
         yield bi
+
+    def _otlp_families(self) -> Iterator[Metric]:
+        """The OTLP sink's counters (``OtlpSink.stats()``), when that sink is on."""
+        if self._otlp_stats is None:
+            return
+        try:
+            st = dict(self._otlp_stats())
+        except Exception:  # a scrape must not fail because the app is shutting down
+            return
+        spans = CounterMetricFamily("ringtrace_otlp_spans", "Scope spans by outcome: exported, failed (after "
+                                    "retries), left out by --otlp-max-spans, dropped because the export queue "
+                                    "was full.", labels=["outcome"])
+        for outcome, key in (("exported", "spans_exported"), ("failed", "spans_failed"),
+                             ("dropped_budget", "spans_dropped_by_budget"),
+                             ("dropped_queue", "spans_dropped_queue_full")):
+            spans.add_metric([outcome], st.get(key, 0))
+        yield spans
+        yield CounterMetricFamily("ringtrace_otlp_export_retries", "OTLP export requests retried.",
+                                  value=st.get("export_retries", 0))
+        yield GaugeMetricFamily("ringtrace_otlp_pending_spans", "Spans queued for export right now.",
+                                value=st.get("pending_spans", 0))
 
 
 def _b(x: bool) -> float:
