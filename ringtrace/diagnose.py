@@ -237,4 +237,5 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
                  f"{_capacities(s, inner.ring)}")
     if s.meta is not None and not s.meta.fatal:
         text += '. "fatal" is false, as deadlocks leave it'
-    return Finding("wedged", "error", text, inner.ring, peak.resource if peak else None, inner.site)
+    resource = "tensormap" if code == 11 else peak.resource if peak else None
+    return Finding("wedged", "error", text, inner.ring, resource, inner.site, code, ratio if code else None)

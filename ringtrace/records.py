@@ -164,6 +164,8 @@ class Finding(msgspec.Struct, frozen=True):
     ring: int | None = None
     resource: str | None = None
     site: str | None = None
+    code: int | None = None  # ``wedged``: the likely orch_error_code; ``fill``: that resource's fill ratio
+    fill: float | None = None
 
 
 class RunSummary(msgspec.Struct, frozen=True):

@@ -287,3 +287,22 @@ def test_every_finding_on_the_samples_names_its_site_ring_and_resource(path: Any
             assert f"ring {f.ring}" in f.message
         if f.resource is not None and f.rule != "wedged":
             assert f.resource in f.message
+
+
+def test_otlp_wedged_event_names_the_same_code_as_the_finding() -> None:
+    """The innermost wedged span's event uses the run's wedged finding (here SCOPE_DEADLOCK through the
+    scope's own usage, which ``likely_error`` without usage would call FLOW_CONTROL or nothing)."""
+    from ringtrace.sinks._otlp_spans import _wedged_event
+
+    lines = with_totals([rec("(unknown):0", "begin", 0), rec("l1", "begin", 1), rec("l2", "begin", 2),
+                         rec("big", "begin", 3, tw=(0, 0)), rec("kid", "begin", 4, tw=(0, 3)),
+                         rec("kid", "end", 4, tw=(0, 5)), rec("kid", "begin", 4, tw=(0, 6)),
+                         rec("kid", "end", 4, tw=(0, 7))], task_window=8)
+    fin = finish(encode_lines(lines))
+    finding = next(f for f in fin.findings if f.rule == "wedged")
+    assert (finding.code, finding.resource) == (1, "task_window")
+    event = dict(_wedged_event(fin, fin.summary.wedged[-1], 0).attrs)
+    assert event["ringtrace.orch_error_code"] == 1
+    assert event["ringtrace.orch_error"] == "SCOPE_DEADLOCK"
+    assert event["ringtrace.resource"] == "task_window"
+    assert event["ringtrace.fill_ratio"] == finding.fill == 7 / 8

@@ -159,9 +159,19 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
 
 
 def _wedged_event(fin: RunFinished, w: OpenScope, at_ns: int) -> SpanEvent:
-    """The ring and the resource closest to capacity at the last sample (``diagnose.likely_error``)."""
+    """The ring and the resource closest to capacity at the last sample.
+
+    For the innermost wedged scope this is the run's ``wedged`` finding (the same code and
+    resource the summary names); for the others, ``diagnose.likely_error`` on their own ring.
+    """
     s = fin.summary
-    code, peak, ratio = likely_error(s, w)
+    finding = next((f for f in fin.findings if f.rule == "wedged"), None)
+    if finding is not None and s.wedged and w == s.wedged[-1] and finding.code is not None:
+        code: int | None = finding.code
+        peak = next((p for p in s.peaks if p.ring == w.ring and p.resource == finding.resource), None)
+        ratio = finding.fill or 0.0
+    else:
+        code, peak, ratio = likely_error(s, w)
     if code != 11 and peak is None:  # nothing near capacity: still name the fullest resource of the ring
         ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
         if ring:
