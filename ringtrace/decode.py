@@ -64,6 +64,7 @@ _RECORD_DECODER = msgspec.json.Decoder(_RawRecord)
 
 _SITE_OPEN = b'{"site": "'
 _SITE_CLOSE = b'", "phase": "'
+_LINE_BREAK = b"}\n" + _SITE_OPEN  # between two record lines as the runtime writes them
 
 
 def _repair_site(raw: bytes) -> bytes | None:
@@ -172,14 +173,14 @@ class Decoder:
         """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1.
 
         Fast path: one ``decode_lines`` call for the lot, taken only when that provably reads the
-        same records, line by line, as :meth:`_line` would: every line starts with ``{`` and ends
-        with ``}`` (so no blank line, no CR, no value spanning lines: ``}`` newline ``{`` cannot be
-        inside one JSON value), no line is over ``max_line``, and there are as many values as lines
-        (so none holds two).  Anything else goes line by line.
+        same records, line by line, as :meth:`_line` would: every line starts with ``{"site": "``
+        (the runtime's first key) and ends with ``}`` (so no blank line, no CR, no value spanning
+        lines: ``}`` newline ``{`` cannot be inside one JSON value), no line is over ``max_line``,
+        and there are as many values as lines (so none holds two).  Anything else goes line by line.
         """
         n = buf.count(b"\n", start, end)
-        if (not self._dead and buf.startswith(b"{", start) and buf.endswith(b"}\n", start, end)
-                and buf.count(b"}\n{", start, end) == n - 1
+        if (not self._dead and buf.startswith(_SITE_OPEN, start) and buf.endswith(b"}\n", start, end)
+                and buf.count(_LINE_BREAK, start, end) == n - 1
                 and (end - start <= self._max_line or self._fits(buf, start, end))):
             try:
                 raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])

@@ -34,33 +34,34 @@ _NOTHING: tuple[PairEvent, ...] = ()
 
 
 class _Ring:
-    """Running maxima for one ring over its paired scopes; lists are indexed like RESOURCES."""
+    """Running maxima for one ring over its paired scopes.
 
-    __slots__ = ("alloc", "alloc_site", "hw", "hw_line", "hw_site", "live_exit", "live_exit_site", "scopes")
+    ``maxima`` holds (high_water, live_at_exit, alloc) for each of RESOURCES, flat; the sites
+    and the high-water begin line are indexed the same way.
+    """
+
+    __slots__ = ("lines", "maxima", "scopes", "sites")
 
     def __init__(self) -> None:
         self.scopes = 0
-        self.hw = [0, 0, 0]
-        self.hw_site = ["", "", ""]
-        self.hw_line = [0, 0, 0]
-        self.live_exit = [0, 0, 0]
-        self.live_exit_site = ["", "", ""]
-        self.alloc = [0, 0, 0]
-        self.alloc_site = ["", "", ""]
+        self.maxima = [0] * 9
+        self.sites = [""] * 9
+        self.lines = [0] * 9
 
-    def add(self, i: int, u: Usage, site: str, begin_line: int) -> None:
-        """Fold resource ``i`` of a scope into the maxima (the ring's first scope sets them)."""
+    def fold(self, usage: tuple[Usage | None, ...], site: str, begin_line: int) -> None:
+        """Fold a new scope's usage into the maxima (the ring's first scope sets them)."""
         first = self.scopes == 1
-        if u.high_water > self.hw[i] or first:
-            self.hw[i] = u.high_water
-            self.hw_site[i] = site
-            self.hw_line[i] = begin_line
-        if u.live_at_exit > self.live_exit[i] or first:
-            self.live_exit[i] = u.live_at_exit
-            self.live_exit_site[i] = site
-        if u.alloc > self.alloc[i] or first:
-            self.alloc[i] = u.alloc
-            self.alloc_site[i] = site
+        m, sites = self.maxima, self.sites
+        for i, u in enumerate(usage):
+            if u is None:
+                continue
+            j = 3 * i
+            if u.high_water > m[j] or first:
+                m[j], sites[j], self.lines[j] = u.high_water, site, begin_line
+            if u.live_at_exit > m[j + 1] or first:
+                m[j + 1], sites[j + 1] = u.live_at_exit, site
+            if u.alloc > m[j + 2] or first:
+                m[j + 2], sites[j + 2] = u.alloc, site
 
 
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
@@ -129,41 +130,41 @@ class Pairer:
                     events.extend(self._abandon(depth, e.line))
                 push(e)
                 continue
-            if stack and stack[-1].depth > depth:
-                events.extend(self._abandon(depth + 1, e.line))
-            if not stack or stack[-1].depth != depth or stack[-1].site != e.site:
+            if stack:
+                b = stack[-1]
+                if b.depth > depth:
+                    events.extend(self._abandon(depth + 1, e.line))
+                    b = stack[-1] if stack else e
+            else:
+                b = e
+            if b is e or b.depth != depth or b.site != e.site:
                 self.unmatched_ends += 1
                 emit(UnmatchedEnd(e.site, depth, ring_no, e.line))
                 continue
             # a paired scope: usage (see _usage), running maxima of the end's ring, the event
-            b = pop()
+            pop()
             x = e.task_window_end
-            tw = Usage(x - b.task_window_start, x - e.task_window_start, x - b.task_window_end)
+            t0, t1, t2 = x - b.task_window_start, x - e.task_window_start, x - b.task_window_end
             x = e.heap_end
-            hp = Usage(x - b.heap_start, x - e.heap_start, x - b.heap_end)
+            h0, h1, h2 = x - b.heap_start, x - e.heap_start, x - b.heap_end
             bs, be, es, ee = b.dep_pool_start, b.dep_pool_end, e.dep_pool_start, e.dep_pool_end
-            dp = None if bs is None or be is None or es is None or ee is None else Usage(ee - bs, ee - es, ee - be)
+            if bs is None or be is None or es is None or ee is None:
+                dp = None
+                d0 = d1 = d2 = -1
+            else:
+                d0, d1, d2 = ee - bs, ee - es, ee - be
+                dp = Usage(d0, d1, d2)
+            usage = (Usage(t0, t1, t2), Usage(h0, h1, h2), dp)
             ring = rings.get(ring_no)
             if ring is None:
                 ring = rings[ring_no] = _Ring()
             ring.scopes += 1
             scopes += 1
-            site = e.site
-            if ring.scopes == 1:
-                ring.add(0, tw, site, b.line)
-                ring.add(1, hp, site, b.line)
-                if dp is not None:
-                    ring.add(2, dp, site, b.line)
-            else:
-                hw, live_exit, alloc = ring.hw, ring.live_exit, ring.alloc
-                if tw.high_water > hw[0] or tw.live_at_exit > live_exit[0] or tw.alloc > alloc[0]:
-                    ring.add(0, tw, site, b.line)
-                if hp.high_water > hw[1] or hp.live_at_exit > live_exit[1] or hp.alloc > alloc[1]:
-                    ring.add(1, hp, site, b.line)
-                if dp is not None and (dp.high_water > hw[2] or dp.live_at_exit > live_exit[2]
-                                       or dp.alloc > alloc[2]):
-                    ring.add(2, dp, site, b.line)
-            emit(Scope(site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, (tw, hp, dp)))
+            m = ring.maxima
+            if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
+                    or (dp is not None and (d0 > m[6] or d1 > m[7] or d2 > m[8])) or ring.scopes == 1):
+                ring.fold(usage, e.site, b.line)
+            emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage))
         self.scopes += scopes
         self._tm_peak = tm_peak
         self.max_depth = max_depth
@@ -209,9 +210,9 @@ class Pairer:
                 if resource == "dep_pool" and meta is not None and meta.version == 4:
                     continue
                 cap = meta.capacity(resource, ring_no) if meta is not None else None
-                peaks.append(Peak(ring_no, resource, cap, ring.hw[i], ring.hw_site[i], ring.hw_line[i],
-                                  ring.live_exit[i], ring.live_exit_site[i], ring.alloc[i], ring.alloc_site[i],
-                                  live[i], ring.scopes))
+                m, sites, j = ring.maxima, ring.sites, 3 * i
+                peaks.append(Peak(ring_no, resource, cap, m[j], sites[j], ring.lines[j], m[j + 1], sites[j + 1],
+                                  m[j + 2], sites[j + 2], live[i], ring.scopes))
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
