@@ -170,35 +170,41 @@ class Decoder:
         self._error(out, self.line, "line_too_long", f"line longer than {self._max_line} bytes, skipped")
 
     def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
-        """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1.
+        """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1."""
+        raws = self._batch(buf, start, end)
+        if raws is None:
+            for piece in buf[start:end - 1].split(b"\n"):
+                self._line(piece, out)
+            return
+        first = self.line + 1
+        self.line += len(raws)
+        if self._wraps or self._version < 5:
+            checked = self._checked
+            for line, r in enumerate(raws, first):
+                checked(r, line, out)
+        else:
+            self._checked_v6(raws, first, out)
 
-        Fast path: one ``decode_lines`` call for the lot, taken only when that provably reads the
-        same records, line by line, as :meth:`_line` would: every line starts with ``{"site": "``
-        (the runtime's first key) and ends with ``}`` (so no blank line, no CR, no value spanning
-        lines: ``}`` newline ``{`` cannot be inside one JSON value), no line is over ``max_line``,
-        and there are as many values as lines (so none holds two).  Anything else goes line by line.
+    def _batch(self, buf: bytes, start: int, end: int) -> list[_RawRecord] | None:
+        """The lines of ``buf[start:end]`` decoded by one ``decode_lines`` call, one record per line;
+        None unless that provably reads the same records as :meth:`_line` one line at a time.
+
+        It does when every line starts with ``{"site": "`` (the runtime's first key) and ends with
+        ``}`` (so no blank line, no CR, no value spanning lines: ``}`` newline ``{`` cannot be
+        inside one JSON value), no line is over ``max_line``, and there are as many values as lines
+        (so none holds two).
         """
+        if self._dead or not buf.startswith(_SITE_OPEN, start) or not buf.endswith(b"}\n", start, end):
+            return None
         n = buf.count(b"\n", start, end)
-        if (not self._dead and buf.startswith(_SITE_OPEN, start) and buf.endswith(b"}\n", start, end)
-                and buf.count(_LINE_BREAK, start, end) == n - 1
-                and (end - start <= self._max_line or self._fits(buf, start, end))):
-            try:
-                raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])
-            except msgspec.DecodeError:
-                pass
-            else:
-                if len(raws) == n:
-                    first = self.line + 1
-                    self.line += n
-                    if self._wraps or self._version < 5:
-                        checked = self._checked
-                        for i, r in enumerate(raws, first):
-                            checked(r, i, out)
-                    else:
-                        self._checked_v6(raws, first, out)
-                    return
-        for piece in buf[start:end - 1].split(b"\n"):
-            self._line(piece, out)
+        if buf.count(_LINE_BREAK, start, end) != n - 1 or (end - start > self._max_line
+                                                          and not self._fits(buf, start, end)):
+            return None
+        try:
+            raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])
+        except msgspec.DecodeError:
+            return None
+        return raws if len(raws) == n else None
 
     def _fits(self, buf: bytes, start: int, end: int) -> bool:
         """No line of ``buf[start:end]`` (ending with a newline) is longer than ``max_line``."""

@@ -125,7 +125,7 @@ def files(draw: st.DrawFn) -> tuple[bytes, int]:
     version = draw(st.sampled_from((4, 5, 6, 6, 6, 7, 0)))  # 0: no metadata line
     n = draw(st.integers(0, 60))
     p_bad = draw(st.sampled_from((0.0, 0.02, 0.1, 0.5)))
-    bad = draw(st.sampled_from((CHECKED, CHECKED + MALFORMED)))
+    bad = draw(st.sampled_from((CHECKED, CHECKED + MALFORMED, *((kind,) for kind in MALFORMED))))
     state: dict[int, list[int]] = {}
     lines = [] if version == 0 else [_meta(version)]
     for _ in range(n):
