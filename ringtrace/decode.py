@@ -362,13 +362,17 @@ class Decoder:
         (the ring's first sample, a task record, anything out of range, missing or backwards),
         which makes the same checks in order and says what is wrong."""
         last_of = self._last
-        get = last_of.get
         append = out.append
         checked = self._checked
-        good = 0
-        for r in raws:
+        slow = 0
+        for n, r in enumerate(raws, line):
             ring = r.ring
-            last = get(ring)
+            try:
+                last = last_of[ring]
+            except KeyError:  # the ring's first sample, or a ring out of range
+                checked(r, n, out)
+                slow += 1
+                continue
             depth = r.depth
             tm = r.tensormap
             dps = r.dep_pool_start
@@ -379,18 +383,16 @@ class Decoder:
             he = r.heap_end
             # a ring with a previous sample is in range, and that sample's counters are >= 0:
             # counters that did not go backwards are not negative either
-            if (last is None or depth < 0 or depth > MAX_DEPTH or tm < 0 or dps is None or dpe is None
-                    or r.phase == "task" or tws < last.task_window_start or twe < last.task_window_end
-                    or hs < last.heap_start or he < last.heap_end or dps < last.dep_pool_start  # type: ignore[operator]
-                    or dpe < last.dep_pool_end):  # type: ignore[operator]
-                checked(r, line, out)
+            if (not 0 <= depth <= MAX_DEPTH or tm < 0 or dps is None or dpe is None or r.phase == "task"
+                    or tws < last.task_window_start or twe < last.task_window_end
+                    or hs < last.heap_start or he < last.heap_end
+                    or dps < last.dep_pool_start or dpe < last.dep_pool_end):  # type: ignore[operator]
+                checked(r, n, out)
+                slow += 1
             else:
-                rec = Record(line, r.site, r.phase, depth, ring, tws, twe, hs, he, dps, dpe, tm)
-                last_of[ring] = rec
+                last_of[ring] = rec = Record(n, r.site, r.phase, depth, ring, tws, twe, hs, he, dps, dpe, tm)
                 append(rec)
-                good += 1
-            line += 1
-        self.records += good
+        self.records += len(raws) - slow
 
     def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
         """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""

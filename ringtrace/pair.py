@@ -155,8 +155,9 @@ class Pairer:
                 d0, d1, d2 = ee - bs, ee - es, ee - be
                 dp = Usage(d0, d1, d2)
             usage = (Usage(t0, t1, t2), Usage(h0, h1, h2), dp)
-            ring = rings.get(ring_no)
-            if ring is None:
+            try:
+                ring = rings[ring_no]
+            except KeyError:
                 ring = rings[ring_no] = _Ring()
             ring.scopes += 1
             scopes += 1
