@@ -151,11 +151,11 @@ def stages(path: Path) -> str:
     def decode_pair() -> None:
         d, p = Decoder(), Pairer()
         for c in chunks:
-            for item in d.feed(c):
-                if type(item) is Record:
-                    p.push(item)
-                elif isinstance(item, Meta):
+            items = d.feed(c)
+            for item in items:
+                if isinstance(item, Meta):
                     p.meta = item
+            p.push_many([item for item in items if type(item) is Record])
 
     def run() -> None:
         r = Run(Source(str(path)))
