@@ -218,4 +218,4 @@ class Pairer:
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
                           parse_errors, tuple(peaks), tensormap,
-                          self.open_scopes if finished else (), self.max_depth)
+                          self.open_scopes if finished else (), self.max_depth, len(self._stack))

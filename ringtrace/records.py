@@ -181,6 +181,7 @@ class RunSummary(msgspec.Struct, frozen=True):
     tensormap: TensormapPeak
     wedged: tuple[OpenScope, ...]  # outermost first; the last is where the run wedged
     max_depth: int
+    open_scopes: int = 0  # scopes open at the snapshot (the wedged ones, once the run finished)
 
     @property
     def complete(self) -> bool:
@@ -234,12 +235,16 @@ class RunStarted(msgspec.Struct, frozen=True):
 
 
 class RunProgress(msgspec.Struct, frozen=True):
-    """What one chunk of bytes produced, in file order.  Pair events refer to records by line."""
+    """What one chunk of bytes produced, in file order.  Pair events refer to records by line.
+
+    ``summary`` is the run's live figures after this chunk (open scopes are not called wedged).
+    """
 
     source: Source
     records: tuple[Record, ...]
     events: tuple[PairEvent, ...]
     problems: tuple[Problem, ...]
+    summary: RunSummary | None = None
 
 
 FinishReason = Literal["complete", "idle", "rewritten", "deleted", "shutdown", "eof"]

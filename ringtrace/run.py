@@ -107,5 +107,6 @@ class Run:
             self.started = True
             out.append(RunStarted(self.source, self.meta, self.seen_at))
         if records or events or problems:
-            out.append(RunProgress(self.source, tuple(records), tuple(events), tuple(problems)))
+            out.append(RunProgress(self.source, tuple(records), tuple(events), tuple(problems),
+                                   self.summary(finished=False)))
         return out

@@ -7,9 +7,8 @@ the lock and builds the exposition outside it.
 
 State per source path (the latest generation wins):
 
-* while a run is open, an :class:`Aggregate` folds its :class:`RunProgress` events into the same
-  figures :meth:`Pairer.summary` reports (tested to agree on the sample files);
-* at :class:`RunFinished` the aggregate is replaced by ``summary`` (authoritative) and the run's
+* while a run is open, the latest :attr:`RunProgress.summary` (the pairer's live figures);
+* at :class:`RunFinished` it is replaced by the final ``summary`` (with the wedged scopes) and the run's
   series stay for ``series_ttl`` seconds of the injected ``clock``, then disappear.  At most
   ``max_runs`` runs are kept (the oldest finished runs go first), so memory is bounded.
 
@@ -29,20 +28,16 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from ringtrace.pair import Pairer
 from ringtrace.records import (
     RESOURCES,
-    Abandoned,
     Meta,
-    Peak,
     RunFinished,
     RunProgress,
     RunStarted,
     RunSummary,
-    Scope,
     SinkEvent,
     Source,
-    TensormapPeak,
-    UnmatchedEnd,
 )
 
 RUN_LABELS = ("run", "rank", "dispatch")
@@ -60,121 +55,10 @@ def _version() -> str:
         return "unknown"
 
 
-class _RingAgg:
-    """Running maxima of one ring, indexed like RESOURCES (mirrors ``pair._Ring``)."""
-
-    __slots__ = ("alloc", "alloc_site", "hw", "hw_line", "hw_site", "live", "live_exit", "live_exit_site",
-                 "scopes")
-
-    def __init__(self) -> None:
-        self.scopes = 0
-        self.hw = [0, 0, 0]
-        self.hw_site = ["", "", ""]
-        self.hw_line = [0, 0, 0]
-        self.live_exit = [0, 0, 0]
-        self.live_exit_site = ["", "", ""]
-        self.alloc = [0, 0, 0]
-        self.alloc_site = ["", "", ""]
-        self.live = [0, 0, 0]
-
-
-class Aggregate:
-    """One open run's figures folded from its events.  Pure; O(rings) memory.
-
-    :meth:`summary` equals ``Pairer.summary(parse_errors, finished=False)`` for the same run
-    (no wedged list: an open run is not wedged until it is finished).  :attr:`open_scopes`
-    is the number of scopes open after the last record.
-    """
-
-    def __init__(self, meta: Meta | None = None) -> None:
-        self.meta = meta
-        self.rings: dict[int, _RingAgg] = {}
-        self.records = 0
-        self.scopes = 0
-        self.unmatched_begins = 0
-        self.unmatched_ends = 0
-        self.parse_errors = 0
-        self.max_depth = 0
-        self.begins = 0
-        self.tm_peak = -1
-        self.tm_site = ""
-        self.tm_live = 0
-
-    @property
-    def open_scopes(self) -> int:
-        return self.begins - self.scopes - self.unmatched_begins
-
-    def _ring(self, ring: int) -> _RingAgg:
-        agg = self.rings.get(ring)
-        if agg is None:
-            agg = self.rings[ring] = _RingAgg()
-        return agg
-
-    def apply(self, progress: RunProgress) -> None:
-        for rec in progress.records:
-            self.records += 1
-            live = self._ring(rec.ring).live
-            live[0] = rec.task_window_end - rec.task_window_start
-            live[1] = rec.heap_end - rec.heap_start
-            live[2] = rec.dep_pool_end - rec.dep_pool_start if (
-                rec.dep_pool_end is not None and rec.dep_pool_start is not None) else 0
-            self.tm_live = rec.tensormap
-            if rec.tensormap > self.tm_peak:
-                self.tm_peak = rec.tensormap
-                self.tm_site = rec.site
-            if rec.depth > self.max_depth:
-                self.max_depth = rec.depth
-            if rec.phase == "begin":
-                self.begins += 1
-        for ev in progress.events:
-            if type(ev) is Scope:
-                self._scope(ev)
-            elif type(ev) is Abandoned:
-                self.unmatched_begins += 1
-            elif type(ev) is UnmatchedEnd:
-                self.unmatched_ends += 1
-        self.parse_errors += sum(1 for p in progress.problems if p.severity == "error")
-
-    def _scope(self, sc: Scope) -> None:
-        self.scopes += 1
-        ring = self._ring(sc.ring)
-        ring.scopes += 1
-        first = ring.scopes == 1
-        for i, u in enumerate(sc.usage):
-            if u is None:
-                continue
-            if u.high_water > ring.hw[i] or first:
-                ring.hw[i] = u.high_water
-                ring.hw_site[i] = sc.site
-                ring.hw_line[i] = sc.begin_line
-            if u.live_at_exit > ring.live_exit[i] or first:
-                ring.live_exit[i] = u.live_at_exit
-                ring.live_exit_site[i] = sc.site
-            if u.alloc > ring.alloc[i] or first:
-                ring.alloc[i] = u.alloc
-                ring.alloc_site[i] = sc.site
-
-    def summary(self) -> RunSummary:
-        meta = self.meta
-        peaks: list[Peak] = []
-        for ring_no in sorted(self.rings):
-            r = self.rings[ring_no]
-            for i, resource in enumerate(RESOURCES):
-                if resource == "dep_pool" and meta is not None and meta.version == 4:
-                    continue
-                cap = meta.capacity(resource, ring_no) if meta is not None else None
-                peaks.append(Peak(ring_no, resource, cap, r.hw[i], r.hw_site[i], r.hw_line[i], r.live_exit[i],
-                                  r.live_exit_site[i], r.alloc[i], r.alloc_site[i], r.live[i], r.scopes))
-        tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
-        return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
-                          self.parse_errors, tuple(peaks), TensormapPeak(tm_cap, max(self.tm_peak, 0), self.tm_site,
-                                                                         self.tm_live), (), self.max_depth)
-
-
 @dataclass(slots=True)
 class _RunState:
     source: Source
-    agg: Aggregate
+    live: RunSummary  # the latest RunProgress.summary (an empty one until records arrive)
     updated_at: float
     final: RunFinished | None = None
     finished_at: float = 0.0
@@ -261,7 +145,7 @@ class PrometheusSink:
         if st is not None and st.source.generation > source.generation:
             return None
         if st is None or st.source.generation < source.generation:
-            st = _RunState(source, Aggregate(meta), now)
+            st = _RunState(source, Pairer(meta).summary(finished=False), now)
             self._runs[source.path] = st
             self._bound()
         return st
@@ -269,8 +153,7 @@ class PrometheusSink:
     def _started(self, ev: RunStarted, now: float) -> None:
         st = self._runs.get(ev.source.path)
         if st is not None and st.source.generation == ev.source.generation and st.final is None:
-            st.agg.meta = ev.meta  # a repeated start of the same run: keep the figures
-            return
+            return  # a repeated start of the same run: keep the figures
         if st is not None and st.source.generation <= ev.source.generation:
             del self._runs[ev.source.path]  # a new run of the same path replaces the old one
         self._self.started += 1
@@ -285,7 +168,8 @@ class PrometheusSink:
         st = self._state(ev.source, now)
         if st is None or st.final is not None:
             return
-        st.agg.apply(ev)
+        if ev.summary is not None:
+            st.live = ev.summary
         st.updated_at = now
 
     def _finish(self, ev: RunFinished, now: float) -> None:
@@ -336,7 +220,7 @@ class PrometheusSink:
                     s = st.final.summary
                     out.append(RunView(key, st.source, s, len(s.wedged), st.updated_at, st.final.reason))
                 else:
-                    out.append(RunView(key, st.source, st.agg.summary(), st.agg.open_scopes, st.updated_at, ""))
+                    out.append(RunView(key, st.source, st.live, st.live.open_scopes, st.updated_at, ""))
             return out
 
     # -- collector ----------------------------------------------------------------------------
@@ -515,4 +399,4 @@ def run_families(views: Iterable[RunView]) -> list[Metric]:
     return list(fams.values())
 
 
-__all__ = ["Aggregate", "PrometheusSink", "RunView", "run_families"]
+__all__ = ["PrometheusSink", "RunView", "run_families"]
