@@ -36,6 +36,8 @@ from ringtrace.diagnose import ORCH_ERRORS, likely_error
 from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope
 
 from ._otlp_select import METRICS, Selection
+from ._varint import SMALL as _SMALL
+from ._varint import varint as _varint
 
 AttrValue = bool | int | float | str | tuple[int, ...] | tuple[str, ...]
 Attrs = list[tuple[str, AttrValue]]
@@ -262,26 +264,8 @@ def _finding_attrs(rule: str, severity: str, message: str, ring: int | None, res
 _PACK_D = struct.Struct("<d").pack
 _PACK_Q = struct.Struct("<Q").pack
 _PACK_TIMES = struct.Struct("<BQBQ").pack  # start (tag 0x39) and end (tag 0x41) times
-_SMALL = tuple(bytes((i,)) for i in range(128))
 _KIND_INTERNAL = b"\x30\x01"
 _FLAGS = b"\x85\x01" + struct.pack("<I", 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK sets
-
-
-def _varint(n: int) -> bytes:
-    if 0 <= n < 128:
-        return _SMALL[n]
-    if n < 0:
-        n += 1 << 64
-    if n < 16384:
-        return bytes((n & 127 | 128, n >> 7))
-    if n < 2097152:
-        return bytes((n & 127 | 128, n >> 7 & 127 | 128, n >> 14))
-    out = bytearray()
-    while n > 127:
-        out.append((n & 127) | 128)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _ld(tag: bytes, payload: bytes) -> bytes:

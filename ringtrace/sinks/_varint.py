@@ -1,0 +1,34 @@
+"""Protobuf base-128 varints, shared by the hand-written Perfetto and OTLP encoders.  Pure."""
+
+from __future__ import annotations
+
+_MASK64 = (1 << 64) - 1
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+SMALL: tuple[bytes, ...] = tuple(_encode_varint(i) for i in range(1 << 14))
+"""Encoded varints of 0..16383 (1 or 2 bytes), the common case."""
+CONT: tuple[bytes, ...] = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+"""14 low bits of a longer varint: two bytes, both with the continuation bit."""
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint of an int64/uint64; negatives as 64-bit two's complement (10 bytes)."""
+    if 0 <= n < 16384:
+        return SMALL[n]
+    if n < 0:
+        n &= _MASK64
+    out = CONT[n & 16383]
+    n >>= 14
+    while n >= 16384:
+        out += CONT[n & 16383]
+        n >>= 14
+    return out + SMALL[n]
