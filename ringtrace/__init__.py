@@ -1,0 +1,63 @@
+"""ringtrace: read the simpler runtime's scope_stats files into paired scopes, ring peaks and wedges.
+
+The public API (everything else is private and may change):
+
+* records passed between stages: :class:`Meta`, :class:`Record`, :class:`Scope`, :class:`Usage`,
+  :class:`Peak`, :class:`RunSummary`, :class:`Finding`, :class:`Source`, :class:`Labels` and the
+  sink events :class:`RunStarted`, :class:`RunProgress`, :class:`RunFinished`;
+* the pure stages: :class:`Decoder` (bytes -> records), :class:`Pairer` (records -> scopes),
+  :class:`Run` (both, for one run of one file), :func:`diagnose`;
+* reading files: :func:`read_files`; the sink contract: :class:`Sink`, :class:`FanOut`;
+* configuration: :class:`Config`, :func:`build_config`.
+
+The exporters live in ``ringtrace.sinks.*`` and are imported on demand (they pull in
+prometheus-client, OpenTelemetry and protobuf).
+"""
+
+from ringtrace.config import Config
+from ringtrace.config import build as build_config
+from ringtrace.decode import Decoder
+from ringtrace.diagnose import Thresholds, diagnose
+from ringtrace.pair import Pairer
+from ringtrace.readfiles import read_files
+from ringtrace.records import (
+    Finding,
+    Labels,
+    Meta,
+    Peak,
+    Record,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    RunSummary,
+    Scope,
+    Source,
+    Usage,
+)
+from ringtrace.run import Run
+from ringtrace.sinks import FanOut, Sink
+
+__all__ = [
+    "Config",
+    "Decoder",
+    "FanOut",
+    "Finding",
+    "Labels",
+    "Meta",
+    "Pairer",
+    "Peak",
+    "Record",
+    "Run",
+    "RunFinished",
+    "RunProgress",
+    "RunStarted",
+    "RunSummary",
+    "Scope",
+    "Sink",
+    "Source",
+    "Thresholds",
+    "Usage",
+    "build_config",
+    "diagnose",
+    "read_files",
+]

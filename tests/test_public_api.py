@@ -1,0 +1,37 @@
+"""The package's public API: what ``ringtrace.__all__`` promises exists, and importing it stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ringtrace
+
+
+def test_every_public_name_exists() -> None:
+    missing = [name for name in ringtrace.__all__ if not hasattr(ringtrace, name)]
+    assert missing == []
+
+
+def test_importing_ringtrace_pulls_in_no_exporter_library() -> None:
+    code = ("import sys, ringtrace; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'rich', 'prometheus_client', 'opentelemetry', 'watchfiles', 'grpc', 'google'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_pure_stages_work_through_the_public_api() -> None:
+    run = ringtrace.Run(ringtrace.Source("x.jsonl"))
+    data = (b'{"version": 6, "fatal": false, "dropped": 0, "total": 2, "task_window_max": [4, 4, 4, 4], '
+            b'"heap_max": [64, 64, 64, 64], "dep_pool_max": [8, 8, 8, 8], "tensormap_max": 10}\n'
+            b'{"site": "a.cpp:1", "phase": "begin", "depth": 1, "ring": 1, "task_window_start": 0, '
+            b'"task_window_end": 0, "heap_start": 0, "heap_end": 0, "dep_pool_start": 1, "dep_pool_end": 1, '
+            b'"tensormap": 0}\n'
+            b'{"site": "a.cpp:1", "phase": "end", "depth": 1, "ring": 1, "task_window_start": 0, '
+            b'"task_window_end": 3, "heap_start": 0, "heap_end": 48, "dep_pool_start": 1, "dep_pool_end": 2, '
+            b'"tensormap": 1}\n')
+    events = run.feed(data) + run.finish("eof")
+    fin = events[-1]
+    assert isinstance(fin, ringtrace.RunFinished)
+    heap = next(p for p in fin.summary.peaks if p.ring == 1 and p.resource == "heap")
+    assert (heap.high_water, heap.high_water_ratio, fin.summary.complete) == (48, 0.75, True)
