@@ -124,8 +124,8 @@ def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
                       f"{fmt_amount(p.resource, held)} ({_pct(held_r)}) is still held at exits")
             out.append(Finding(
                 "near_capacity", "error" if held_r >= 1.0 else "warning",
-                f"{where}: scope {p.alloc_site} alone {amount}; at 100% the ring deadlocks. Split the scope, "
-                f"shrink its intermediates, or raise ring_{p.resource}",
+                f"{where}: scope {p.alloc_site} (with the scopes nested in it on this ring) {amount}; at 100% the "
+                f"ring deadlocks. Split the scope, shrink its intermediates, or raise ring_{p.resource}",
                 p.ring, p.resource, p.alloc_site))
         elif live_r >= th.near and hw_r > 1.0:
             # high_water > capacity proves the tail moved inside that scope: reclaim works; a ring
