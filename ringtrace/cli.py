@@ -35,12 +35,8 @@ DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 MAX_PROBLEMS_SHOWN = 20
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_paths(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
-    p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
-    p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
-    p.add_argument("--wedge", type=float,
-                   help="a wedge is blamed on a resource at least this full at the last sample (default 0.5)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,15 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", choices=config_mod.literal_choices("log_level"), help="default warning")
     common.add_argument("--config", metavar="FILE",
                         help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
+    common.add_argument("--log-format", choices=config_mod.literal_choices("log_format"), help="text (default) or json")
+    common.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
+    common.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
+    common.add_argument("--wedge", type=float,
+                        help="a wedge is blamed on a resource at least this full at the last sample (default 0.5)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("summary", parents=[common], help="per-ring peaks, wedged scopes and findings per file")
-    _add_common(p)
+    _add_paths(p)
     p.add_argument("--format", choices=config_mod.literal_choices("format"), help="table (default) or json")
 
     p = sub.add_parser("check", parents=[common],
                        help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
-    _add_common(p)
+    _add_paths(p)
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
@@ -73,9 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, help="finish a run unchanged for this long (default 30)")
     p.add_argument("--state-dir", help="remember finished runs across restarts")
     p.add_argument("--events", metavar="FILE|-", help="write one JSON line per finished run")
-    p.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
-    p.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
-    p.add_argument("--log-format", choices=config_mod.literal_choices("log_format"))
     p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, metavar="HOST:PORT",
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
