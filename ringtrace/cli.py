@@ -8,6 +8,7 @@ Exit codes (also in the README):
 * 2  usage error, invalid setting, or unreadable input (missing path, directory without
      scope_stats files, file that cannot be opened, file with no readable content)
 * 130 interrupted (Ctrl-C) for the one-shot commands; ``watch`` exits 0 on SIGINT/SIGTERM
+* 141 standard output closed early (``ringtrace summary ... | head``), as for SIGPIPE
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +32,7 @@ from ringtrace.records import RESOURCES, RunFinished
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.summary import SummarySink
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 MAX_PROBLEMS_SHOWN = 20
 
@@ -284,6 +286,14 @@ COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "convert
                             "demo": cmd_demo}
 
 
+class _Console(Console):
+    """A console that lets a closed standard output end the command with ``EXIT_PIPE``, not exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return json.dumps({"ts": record.created, "level": record.levelname.lower(), "logger": record.name,
@@ -304,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
-    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     try:
         cfg = _config(args)
     except ConfigError as e:
@@ -315,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = COMMANDS[args.command](args, cfg, out, err)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     return code
 
 

@@ -347,3 +347,20 @@ def test_check_does_not_say_ok_for_an_unreadable_file(cli: Any, write_jsonl: Wri
     r = cli("check", path)
     assert r.code == 2
     assert f"ok {path}" not in r.out
+
+
+def test_a_reader_that_stops_early_gets_exit_141_and_no_traceback(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import SAMPLES
+
+    for i in range(30):  # enough table output to overflow the pipe before the reader goes away
+        shutil.copytree(SAMPLES / "outputs", tmp_path / f"copy{i}")
+    proc = subprocess.Popen([sys.executable, "-m", "ringtrace", "summary", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err
