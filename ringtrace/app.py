@@ -28,7 +28,7 @@ from pathlib import Path
 import watchfiles
 
 from ringtrace.config import Config
-from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.records import SinkEvent
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.tailer import Tailer
@@ -214,6 +214,3 @@ class App:
             log.error("sinks did not flush within %.1fs; exiting anyway", SHUTDOWN_SECONDS)
         await asyncio.to_thread(self.fanout.close)
 
-
-def finished_runs(events: list[SinkEvent]) -> list[RunFinished]:
-    return [e for e in events if isinstance(e, RunFinished)]

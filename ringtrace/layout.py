@@ -25,10 +25,6 @@ _RANK = re.compile(r"rank(\d+)$")
 _DISPATCH = re.compile(r"d(\d+)$")
 
 
-class InputError(Exception):
-    """A path given by the user cannot be read as scope_stats input (exit code 2)."""
-
-
 def is_scope_stats(path: PurePath) -> bool:
     """A file this tool follows inside a directory: ``scope_stats.jsonl``, or ``*.jsonl`` in ``scope_stats/``."""
     return path.name == FILE_NAME or (path.suffix == ".jsonl" and path.parent.name == DIR_NAME)

@@ -40,7 +40,6 @@ class Run:
         self.pairer = Pairer()
         self.started = False
         self.problems: list[Problem] = []
-        self.problem_count = 0
         self.bytes = 0
         self.finished: RunFinished | None = None
 
@@ -93,7 +92,6 @@ class Run:
                     out.append(RunStarted(self.source, item, self.seen_at))
             elif isinstance(item, Problem):
                 problems.append(item)
-                self.problem_count += 1
                 if len(self.problems) < KEEP_PROBLEMS:
                     self.problems.append(item)
         out += self._progress(records, problems)

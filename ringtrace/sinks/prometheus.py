@@ -61,7 +61,6 @@ class _RunState:
     live: RunSummary  # the latest RunProgress.summary (an empty one until records arrive)
     updated_at: float
     final: RunFinished | None = None
-    finished_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +177,7 @@ class PrometheusSink:
         if st is None or st.final is not None:
             return
         st.final = ev
-        st.finished_at = st.updated_at = now
+        st.updated_at = now
         self._finished.append((now, ev.source.path, st))
 
     def _expire(self, now: float) -> None:
