@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from ringtrace.pair import Pairer
@@ -130,6 +131,14 @@ class PrometheusSink:
 
     def close(self) -> None:
         pass
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
+
+        Called by the HTTP server, off the event loop (it may take a while with many runs).
+        """
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
 
     def set_files_watched(self, n: int) -> None:
         """The app reports how many files it follows (``ringtrace_files_watched``)."""
