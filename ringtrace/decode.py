@@ -13,11 +13,18 @@ the same ring), so every :class:`Record` carries monotonic heap counters.
 The runtime writes ``site`` without JSON escaping; a record that is invalid JSON only because
 of its site (a ``"`` in the file name, a UTF-8 character cut by the 31-byte limit) is repaired
 and read, with one ``unescaped_site`` warning per file (not a parse error).
+
+Hostile or corrupt lines are per-line errors, never exceptions: JSON nested too deeply for the
+decoder (``nested_too_deep``), numbers that are not integers or not finite (``NaN``,
+``Infinity``, ``1e999``: invalid JSON or ``invalid_record``), counters outside 0..2**63-1, and a
+metadata line with a string ``version``, a ``null`` field or a negative ``dropped``/``total``/
+capacity (``bad_metadata``: the metadata is then unknown).  A UTF-8 byte order mark before the
+metadata line is skipped with a ``bom`` warning.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -29,19 +36,27 @@ MAX_DEPTH = 64
 """The runtime caps depth at 64."""
 SUPPORTED_VERSIONS = range(4, 7)
 DEFAULT_RINGS = 4
+INT64_MAX = (1 << 63) - 1
+"""Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
+BOM = b"\xef\xbb\xbf"
 
 Item = Meta | Record | Problem
 
+_Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+_Counter = Annotated[int, msgspec.Meta(le=INT64_MAX)]  # negatives are checked (and named) in Python
+
 
 class _RawMeta(msgspec.Struct):
+    """The metadata line.  ``null`` is accepted nowhere (an absent key takes the default)."""
+
     version: int
     fatal: bool = False
-    dropped: int = 0
-    total: int | None = None
-    task_window_max: list[int] = []
-    heap_max: list[int] = []
-    dep_pool_max: list[int] = []
-    tensormap_max: int | None = None
+    dropped: _Count = 0
+    total: _Count | msgspec.UnsetType = msgspec.UNSET
+    task_window_max: list[_Count] = []
+    heap_max: list[_Count] = []
+    dep_pool_max: list[_Count] = []
+    tensormap_max: _Count | msgspec.UnsetType = msgspec.UNSET
 
 
 class _RawRecord(msgspec.Struct, gc=False):
@@ -49,13 +64,13 @@ class _RawRecord(msgspec.Struct, gc=False):
     phase: Literal["begin", "end", "task"]
     depth: int
     ring: int
-    task_window_start: int
-    task_window_end: int
-    heap_start: int
-    heap_end: int
-    tensormap: int
-    dep_pool_start: int | None = None
-    dep_pool_end: int | None = None
+    task_window_start: _Counter
+    task_window_end: _Counter
+    heap_start: _Counter
+    heap_end: _Counter
+    tensormap: _Counter
+    dep_pool_start: _Counter | None = None
+    dep_pool_end: _Counter | None = None
 
 
 _META_DECODER = msgspec.json.Decoder(_RawMeta)
@@ -80,11 +95,17 @@ def _repair_site(raw: bytes) -> bytes | None:
     return b'{"site": ' + msgspec.json.encode(site) + raw[end + 1:]
 
 
-def _describe(err: Exception) -> str:
+def _describe(err: Exception, raw: bytes = b"") -> str:
     text = str(err)
+    if text.startswith("Number out of range"):
+        return f"number out of range, not a finite integer ({text})"
     if isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError):
-        return f"invalid JSON ({text})"
+        hint = "; NaN and Infinity are not JSON numbers" if b"NaN" in raw or b"Infinity" in raw else ""
+        return f"invalid JSON ({text}{hint})"
     return text
+
+
+_TOO_DEEP = "JSON nested too deeply to be a metadata line or a record"
 
 
 class Decoder:
@@ -202,7 +223,7 @@ class Decoder:
             return None
         try:
             raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return None
         return raws if len(raws) == n else None
 
@@ -232,6 +253,9 @@ class Decoder:
             self._too_long(out)
             return
         if self.line == 1:
+            if raw.startswith(BOM):
+                raw = raw[len(BOM):]
+                out.append(Problem(1, "bom", "UTF-8 byte order mark before the metadata line, ignored", "warning"))
             self._first_line(raw, out)
             return
         self._record(raw, out)
@@ -239,8 +263,11 @@ class Decoder:
     def _first_line(self, raw: bytes, out: list[Item]) -> None:
         try:
             obj: Any = msgspec.json.decode(raw)
+        except RecursionError:
+            self._error(out, 1, "nested_too_deep", f"first line: {_TOO_DEEP}")
+            return
         except msgspec.DecodeError as err:
-            self._error(out, 1, "invalid_json", f"metadata line: {_describe(err)}")
+            self._error(out, 1, "invalid_json", f"metadata line: {_describe(err, raw)}")
             return
         if not isinstance(obj, dict) or "version" not in obj:
             self._error(out, 1, "no_metadata", "first line is not the metadata line (no \"version\")")
@@ -249,8 +276,10 @@ class Decoder:
             return
         try:
             m = _META_DECODER.decode(raw)
-        except msgspec.DecodeError as err:
-            self._error(out, 1, "bad_metadata", f"metadata line: {_describe(err)}")
+        except (msgspec.DecodeError, RecursionError) as err:
+            why = _TOO_DEEP if isinstance(err, RecursionError) else _describe(err, raw)
+            self._error(out, 1, "bad_metadata",
+                        f"metadata line unreadable ({why}): version, fatal, dropped, total and capacities unknown")
             return
         if m.version not in SUPPORTED_VERSIONS:
             if m.version < SUPPORTED_VERSIONS.start:
@@ -266,9 +295,11 @@ class Decoder:
             out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
                                "warning"))
         self.meta = Meta(
-            version=m.version, fatal=m.fatal, dropped=m.dropped, total=m.total,
+            version=m.version, fatal=m.fatal, dropped=m.dropped,
+            total=None if m.total is msgspec.UNSET else m.total,
             task_window_max=tuple(m.task_window_max), heap_max=tuple(m.heap_max),
-            dep_pool_max=tuple(m.dep_pool_max), tensormap_max=m.tensormap_max,
+            dep_pool_max=tuple(m.dep_pool_max),
+            tensormap_max=None if m.tensormap_max is msgspec.UNSET else m.tensormap_max,
         )
         out.append(self.meta)
 
@@ -276,12 +307,15 @@ class Decoder:
         line = self.line
         try:
             r = _RECORD_DECODER.decode(raw)
+        except RecursionError:
+            self._error(out, line, "nested_too_deep", _TOO_DEEP)
+            return
         except msgspec.DecodeError as err:
             fixed = None if isinstance(err, msgspec.ValidationError) else _repair_site(raw)
             if fixed is not None:
                 try:
                     r = _RECORD_DECODER.decode(fixed)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     pass
                 else:
                     if not self._site_warned:
@@ -296,7 +330,7 @@ class Decoder:
                 self._error(out, line, "metadata_again",
                             "a second metadata line: two runs concatenated in one file?")
             else:
-                self._error(out, line, "invalid_record", _describe(err))
+                self._error(out, line, "invalid_record", _describe(err, raw))
             return
         self._checked(r, line, out)
 

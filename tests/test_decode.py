@@ -403,3 +403,92 @@ def test_v5_full_ring_reads_as_empty_and_the_next_tail_is_not_backwards() -> Non
     assert d.problems == []
     assert [(r.heap_start, r.heap_end) for r in d.records] == [(0, 60), (120, 120), (40, 130), (150, 150)]
     assert d.summary.scopes == 2
+
+
+# -- hostile input: nesting, numbers, metadata -------------------------------------------------
+
+DEEP = b"[" * 1000 + b"]" * 1000
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    (DEEP, "invalid_record"),  # a bare array is not a record at its first byte
+    (b'{"site": "a", "phase": "begin", "depth": 1, "x": ' + DEEP + b"}", "nested_too_deep"),
+    (b'{"x": ' + b'{"y": ' * 1000 + b"1" + b"}" * 1000 + b"}", "nested_too_deep"),
+], ids=["array", "in-a-record", "objects"])
+def test_deeply_nested_json_in_a_record_is_one_error_at_its_line(line: bytes, reason: str) -> None:
+    problems, errors, scopes = _bad(line)
+    assert [(p.line, p.reason, p.severity) for p in problems] == [(2, reason, "error")]
+    assert errors == 1 and scopes == 1
+
+
+@pytest.mark.parametrize("first", [DEEP, b'{"version": 6, "x": ' + DEEP + b"}"], ids=["array", "in-metadata"])
+def test_deeply_nested_metadata_line_is_one_error_and_the_records_are_read(first: bytes) -> None:
+    d = read_lines([first, *GOOD_TAIL])
+    assert [(p.line, p.reason) for p in d.errors] == [(1, "nested_too_deep")]
+    assert d.meta is None and d.decoder.parse_errors == 1 and d.summary.scopes == 1
+
+
+def test_deep_line_inside_a_batch_falls_back_to_line_by_line() -> None:
+    good = [rec("a", "begin", 1, tw=(0, i)) for i in range(50)]
+    deep = b'{"site": "a", "phase": "begin", "depth": 1, "x": ' + DEEP + b"}"
+    data = encode_lines([meta(), *good[:25], deep, *good[25:]])
+    dec = Decoder()
+    items = dec.feed(data) + dec.finish()
+    assert [(p.line, p.reason) for p in items if isinstance(p, Problem)] == [(27, "nested_too_deep")]
+    assert dec.records == 50 and dec.parse_errors == 1
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (b"1e999", "out of range"), (b"-1e999", "out of range"), (b"NaN", "NaN"), (b"Infinity", "Infinity"),
+    (b"-Infinity", "Infinity"), (b"2.5", "got `float`"), (b"1e3", "got `float`"),
+    (str(1 << 63).encode(), "<= 9223372036854775807"), (b"9" * 40, "heap_end"),
+], ids=["1e999", "-1e999", "nan", "inf", "-inf", "float", "exp", "2^63", "huge"])
+def test_non_finite_or_non_integer_counter_is_an_error_at_its_line(value: bytes, words: str) -> None:
+    line = json.dumps(rec("a", "begin", 1)).encode().replace(b'"heap_end": 0', b'"heap_end": ' + value)
+    problems, errors, scopes = _bad(line)
+    assert [(p.line, p.reason) for p in problems] == [(2, "invalid_record")]
+    assert words in problems[0].message
+    assert errors == 1 and scopes == 1
+
+
+def test_largest_int64_counter_is_read() -> None:
+    top = (1 << 63) - 1
+    d = read_lines([meta(total=2), rec("a", "begin", 1, heap=(top - 9, top - 5)), rec("a", "end", 1, heap=(top, top))])
+    assert d.problems == [] and d.records[-1].heap_end == top
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("dropped", -1, "dropped"), ("total", -3, "total"), ("heap_max", [-1, 1, 1, 1], "heap_max"),
+    ("task_window_max", [4, 4, 4.5, 4], "task_window_max"), ("tensormap_max", -1, "tensormap_max"),
+    ("version", "6", "version"), ("fatal", None, "fatal"), ("dropped", None, "dropped"), ("total", None, "total"),
+    ("heap_max", None, "heap_max"), ("tensormap_max", None, "tensormap_max"), ("version", None, "version"),
+    ("dropped", 1 << 64, "dropped"),
+], ids=["dropped-neg", "total-neg", "cap-neg", "cap-float", "tm-neg", "version-str", "fatal-null", "dropped-null",
+        "total-null", "caps-null", "tm-null", "version-null", "dropped-huge"])
+def test_metadata_with_a_bad_value_is_unreadable_and_says_which(key: str, value: object, words: str) -> None:
+    d = read_lines([{**meta(total=2), key: value}, *GOOD_TAIL])
+    assert [(p.line, p.reason, p.severity) for p in d.problems] == [(1, "bad_metadata", "error")]
+    assert words in d.problems[0].message and "unknown" in d.problems[0].message
+    assert d.meta is None and d.decoder.parse_errors == 1 and d.summary.scopes == 1
+
+
+@pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"1e999"])
+def test_non_finite_number_in_the_metadata_is_an_error(value: bytes) -> None:
+    first = json.dumps(meta(total=2)).encode().replace(b'"total": 2', b'"total": ' + value)
+    d = read_lines([first, *GOOD_TAIL])
+    assert [(p.line, p.reason) for p in d.errors] == [(1, "invalid_json")]
+    assert d.meta is None and d.summary.scopes == 1
+
+
+def test_utf8_bom_before_the_metadata_is_skipped_with_a_warning() -> None:
+    data = b"\xef\xbb\xbf" + encode_lines([meta(total=2, fatal=True), *GOOD_TAIL])
+    for cut in (1, 2, 3, 10):  # the mark itself split between chunks
+        d = read_bytes(data, [cut])
+        assert [(p.line, p.reason, p.severity) for p in d.problems] == [(1, "bom", "warning")]
+        assert d.meta is not None and d.meta.fatal and d.meta.total == 2
+        assert d.decoder.parse_errors == 0 and d.summary.complete
+
+
+def test_bom_on_a_later_line_is_an_invalid_record() -> None:
+    problems, errors, _ = _bad(b"\xef\xbb\xbf" + json.dumps(rec("a", "begin", 1)).encode())
+    assert [(p.line, p.reason) for p in problems] == [(2, "invalid_record")] and errors == 1

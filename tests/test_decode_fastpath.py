@@ -114,7 +114,7 @@ def _line(kind: str, rnd: random.Random, state: dict[int, list[int]]) -> bytes:
 
 
 def _meta(version: int) -> bytes:
-    return _enc({"version": version, "fatal": False, "dropped": 0, "total": None,
+    return _enc({"version": version, "fatal": False, "dropped": 0,  # no "total": unknown
                  "task_window_max": [64] * 4, "heap_max": [1 << 16] * 4, "dep_pool_max": [64] * 4,
                  "tensormap_max": 16})
 
