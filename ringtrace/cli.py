@@ -6,7 +6,8 @@ Exit codes (also in the README):
 * 1  ``check`` found a ring over the limit, a wedged scope or a fatal run; ``convert``: spans failed
      to reach the OTLP endpoint; ``demo``: a simulated run was not followed to its end
 * 2  usage error, invalid setting, or unreadable input (missing path, directory without
-     scope_stats files, file that cannot be opened, file with no readable content)
+     scope_stats files, file that cannot be opened, file with no readable content;
+     ``check``: a file whose metadata line cannot be read, which it cannot assess)
 * 130 interrupted (Ctrl-C) for the one-shot commands; ``watch`` exits 0 on SIGINT/SIGTERM
 * 141 standard output closed early (``ringtrace summary ... | head``), as for SIGPIPE
 """
@@ -201,7 +202,13 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     for fin in summary.finished:
         reasons = check_failures(fin, cfg)
         failed = failed or bool(reasons)
-        status = "UNREADABLE" if _unreadable(fin) else "FAIL" if reasons else "ok"
+        # without its metadata line (fatal flag, capacities) a file cannot be assessed: never "ok"
+        unassessed = _unreadable(fin) or fin.summary.meta is None
+        if unassessed:
+            ok = False
+            if not _unreadable(fin):
+                reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
+        status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
         out.print(f"{status} {fin.source.path}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:
