@@ -11,7 +11,7 @@ Counter naming follows the file: for each ring resource ``*_start`` is the ring'
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -166,6 +166,7 @@ class Finding(msgspec.Struct, frozen=True):
     site: str | None = None
     code: int | None = None  # ``wedged``: the likely orch_error_code; ``fill``: that resource's fill ratio
     fill: float | None = None
+    confirmed: bool | None = None  # ``wedged``: the host log's code agrees (True), disagrees (False), or none
 
 
 class RunSummary(msgspec.Struct, frozen=True):
@@ -258,6 +259,102 @@ class RunFinished(msgspec.Struct, frozen=True):
     findings: tuple[Finding, ...]
     reason: FinishReason
     problems: tuple[Problem, ...] = ()  # the first problems of the run (all are counted in the summary)
+    host_log: HostLog | None = None  # the runtime's host log matched to this run (``source.path`` "" : log only)
+
+
+class RingSizes(msgspec.Struct, frozen=True):
+    """The host log's ``Ring buffer sizes:`` line: the capacities the runtime used, per ring."""
+
+    task_window: tuple[int, ...]
+    heap: tuple[int, ...]
+    dep_pool: tuple[int, ...]
+    line: int = 0
+
+
+class Deadlock(msgspec.Struct, frozen=True):
+    """The runtime's deadlock report (a ``FATAL:`` block): which ring, what was asked, the ring's state.
+
+    ``kind`` is ``heap`` (Heap Exhausted), ``task_window`` (Task Ring Full), ``scope`` (Scope Deadlock),
+    ``dep_pool`` (Dependency Pool Deadlock) or ``other``.  Fields are None where the block does not say.
+    """
+
+    kind: str
+    line: int
+    title: str
+    ring: int | None = None
+    requested_bytes: int | None = None
+    task_current: int | None = None
+    task_last_alive: int | None = None
+    task_active: int | None = None
+    task_size: int | None = None
+    heap_top: int | None = None
+    heap_tail: int | None = None
+    heap_size: int | None = None
+    heap_used: int | None = None
+    heap_available: int | None = None
+    pool_used: int | None = None
+    pool_size: int | None = None
+    pool_needed: int | None = None
+    suggestion: str | None = None
+
+
+class HostLog(msgspec.Struct, frozen=True):
+    """What one host log (or, in an L3 log, the lines of one rank) says about a run.
+
+    ``orch_error_code`` comes from the ``orch_error_code=N`` lines, else from the scheduler's
+    ``Fatal error (code=N)`` line (``code_source`` says which); ``error_name`` from the
+    ``error detail`` line, else the guide's table.  ``rank``/``dispatch`` are set when the lines
+    name them.  ``problems`` are malformed known lines (with their line numbers).
+    """
+
+    path: str
+    lines: int = 0
+    rank: int | None = None
+    dispatch: int | None = None
+    orch_error_code: int | None = None
+    code_source: str | None = None  # "orch_error_code" | "fatal_error"
+    error_name: str | None = None
+    error_detail: str | None = None
+    error_hint: str | None = None
+    sched_error_code: int | None = None
+    runtime_status: int | None = None
+    fatal_code: int | None = None
+    deadlock: Deadlock | None = None
+    ring_sizes: RingSizes | None = None
+    fatal_lines: tuple[str, ...] = ()
+    run_status: tuple[str, ...] = ()
+    not_written: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()  # scope_stats paths the log says were written
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """The log reports a failure: an error code, a FATAL line, or a failed run status."""
+        return bool(self.orch_error_code or self.fatal_code or self.fatal_lines or self.deadlock
+                    or any("error" in s.lower() or "fail" in s.lower() for s in self.run_status))
+
+    @property
+    def ring(self) -> int | None:
+        return self.deadlock.ring if self.deadlock is not None else None
+
+    @property
+    def requested_bytes(self) -> int | None:
+        return self.deadlock.requested_bytes if self.deadlock is not None else None
 
 
 SinkEvent = RunStarted | RunProgress | RunFinished
+
+
+class Wants(NamedTuple):
+    """What a sink reads from :class:`RunProgress` besides its summary and problems.
+
+    A run whose sinks want neither leaves ``records`` and ``events`` empty: nothing per record
+    is built or queued (Prometheus and the events file only need the summaries).
+    """
+
+    records: bool = True
+    events: bool = True
+
+
+WANT_ALL = Wants()
+WANT_SUMMARIES = Wants(records=False, events=False)

@@ -1,0 +1,242 @@
+"""The host-log parser (``ringtrace.hostlog``) and the log-to-file matching (``ringtrace.hostlog_match``).
+
+Real logs from the runtime's simulator are in ``tests/fixtures/samples/failed/*/host.log`` and
+``tests/fixtures/hostlogs/``; the expected values below were read off those files by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ringtrace.hostlog import MAX_LINE, HostLogParser, parse_host_log
+from ringtrace.hostlog_match import match_logs
+from ringtrace.records import HostLog
+from tests.conftest import SAMPLES
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FLOW_LOG = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/host.log"
+HEAP_LOG = SAMPLES / "failed/HeapRingDeadlock/host.log"
+DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"
+ABORT_LOG = SAMPLES / "failed/VectorExample_heap128k_abort/host.log"
+SCOPE_LOG = FIXTURES / "hostlogs/MixedExample_window4_scope_deadlock/host.log"
+REAL_LOGS = [FLOW_LOG, HEAP_LOG, DEP_LOG, ABORT_LOG, SCOPE_LOG]
+
+P = "[mono_ns=1][T0x7f][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
+D = "[ERROR] report_deadlock: [pto_ring_buffer.h:440] "
+
+
+def one(data: bytes | str, path: str = "run/host.log") -> HostLog:
+    logs = parse_host_log(path, data.encode() if isinstance(data, str) else data)
+    assert len(logs) == 1
+    return logs[0]
+
+
+def test_flow_control_deadlock_log() -> None:
+    log = one(FLOW_LOG.read_bytes(), str(FLOW_LOG))
+    assert (log.orch_error_code, log.error_name, log.code_source) == (3, "FLOW_CONTROL_DEADLOCK", "orch_error_code")
+    assert (log.sched_error_code, log.runtime_status, log.lines) == (0, -3, 75)
+    assert log.error_detail is not None and log.error_detail.startswith("the task allocator could not admit")
+    assert log.error_hint is not None and log.error_hint.startswith("raise ring_task_window")
+    assert log.ring_sizes is not None and log.ring_sizes.line == 14
+    assert log.ring_sizes.task_window == (4, 4, 4, 4) and log.ring_sizes.heap == (268435456,) * 4
+    d = log.deadlock
+    assert d is not None and (d.kind, d.ring, d.line) == ("task_window", 3, 37)
+    assert (d.task_current, d.task_last_alive, d.task_active, d.task_size) == (3, 0, 3, 4)
+    assert (d.heap_top, d.heap_tail, d.heap_size, d.heap_used, d.heap_available) == (5120, 0, 268435456, 5120,
+                                                                                       268430336)
+    assert log.fatal_lines == ("FATAL: Task Allocator Deadlock - Task Ring Full! ring=3",)
+    assert log.run_status[0].startswith("RuntimeError: finalize_native_run failed with code -3")
+    assert log.failed and log.problems == () and log.ring == 3
+
+
+def test_heap_deadlock_log() -> None:
+    log = one(HEAP_LOG.read_bytes())
+    assert (log.orch_error_code, log.error_name, log.fatal_code) == (2, "HEAP_RING_DEADLOCK", 2)
+    d = log.deadlock
+    assert d is not None and (d.kind, d.ring, d.requested_bytes, d.heap_size, d.heap_available) == (
+        "heap", 0, 32768, 1024, 1024)
+    assert d.suggestion == "Increase heap (current: 1024); env PTO2_RING_HEAP=<bytes> (e.g. 2048)"
+    assert log.ring_sizes is not None and log.ring_sizes.heap == (1024, 1024, 1024, 1024)
+    assert log.requested_bytes == 32768
+
+
+def test_abort_names_the_code_only_in_the_fatal_error_line() -> None:
+    log = one(ABORT_LOG.read_bytes())
+    assert (log.orch_error_code, log.code_source, log.error_name) == (2, "fatal_error", "HEAP_RING_DEADLOCK")
+    assert log.error_detail is None and log.ring_sizes is None
+    d = log.deadlock
+    assert d is not None and (d.ring, d.requested_bytes, d.heap_top, d.heap_size, d.heap_available) == (
+        1, 65536, 131072, 131072, 0)
+    assert any(x.startswith("Thread 1: Fatal error (code=2)") for x in log.fatal_lines)
+
+
+def test_dep_pool_and_scope_deadlock_logs() -> None:
+    dep = one(DEP_LOG.read_bytes())
+    assert (dep.orch_error_code, dep.error_name) == (4, "DEP_POOL_OVERFLOW")
+    assert dep.deadlock is not None and (dep.deadlock.kind, dep.deadlock.ring) == ("dep_pool", None)
+    assert (dep.deadlock.pool_used, dep.deadlock.pool_size, dep.deadlock.pool_needed) == (4, 4, 2)
+    assert dep.not_written == ("<path>",)  # "<path> not produced; skipping scope_stats plot"
+    assert dep.run_status[0].startswith("TestVectorExample::default FAILED:")
+    scope = one(SCOPE_LOG.read_bytes())
+    assert (scope.orch_error_code, scope.error_name) == (1, "SCOPE_DEADLOCK")
+    assert scope.deadlock is not None and (scope.deadlock.kind, scope.deadlock.ring) == ("scope", 1)
+
+
+def test_a_passing_log_reports_sizes_and_no_failure() -> None:
+    log = one("[INFO] resolve_arena_sizing: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[8, 8, 16, 64] "
+              "heap=[8192, 16384, 32768, 65536] dep_pool=[64, 64, 256, 512]\n"
+              "[driver] run status: ok (0.12s)\n")
+    assert not log.failed and log.orch_error_code is None and log.deadlock is None
+    assert log.ring_sizes is not None and log.ring_sizes.dep_pool == (64, 64, 256, 512)
+
+
+def test_the_hint_mentioning_ring_buffer_sizes_is_not_a_sizes_line() -> None:
+    log = one(P + "error hint: raise ring_heap; the 'Ring buffer sizes:' line above reports the capacities\n")
+    assert log.ring_sizes is None and log.problems == () and log.error_hint is not None
+
+
+@pytest.mark.parametrize(("line", "what"), [
+    ("[INFO] f: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[4, 4", "Ring buffer sizes"),
+    ("[INFO] f: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[a] heap=[1] dep_pool=[1]", "Ring buffer sizes"),
+    (P + "PTO2 runtime failed: orch_error_code=two sched_error_code=0", "runtime failed"),
+    (P + "error detail: orch_error_code=2", "error detail"),
+    (D + "FATAL: Task Allocator Deadlock - Heap Exhausted! ring=1\n" + D + "  Heap ring 1: top=x", "Heap ring"),
+    (D + "FATAL: Task Allocator Deadlock - Heap Exhausted! ring=1\n" + D + "  Requested:  many bytes", "Requested"),
+    (D + "FATAL: Task Allocator Deadlock - Task Ring Full! ring=3\n" + D + "  Task ring 3: current=?", "Task ring"),
+    ("[ERROR] h: [s.cpp:65] Thread 0: Fatal error (code=x), sending", "Fatal error"),
+])
+def test_a_malformed_known_line_is_a_problem_with_its_line(line: str, what: str) -> None:
+    text = "[INFO] something else\n" + line + "\n[INFO] after\n"
+    log = one(text)
+    assert len(log.problems) == 1, log.problems
+    p = log.problems[0]
+    assert p.line == text.count("\n", 0, text.index(line.splitlines()[-1])) + 1
+    assert p.reason == "malformed_host_log" and what in p.message and p.severity == "error"
+    assert log.lines == text.count("\n")
+
+
+def test_truncated_log_keeps_what_was_read() -> None:
+    data = FLOW_LOG.read_bytes()
+    cut = data[: data.index(b"error detail:") + 20]  # in the middle of the error detail line
+    log = one(cut)
+    assert log.orch_error_code == 3 and log.deadlock is not None and log.ring_sizes is not None
+    assert log.error_name == "FLOW_CONTROL_DEADLOCK"  # from the guide's table: the detail line is cut
+    last = cut.count(b"\n") + 1
+    assert [(p.line, p.reason, p.severity) for p in log.problems] == [
+        (last, "malformed_host_log", "error"), (last, "truncated", "warning")]
+
+
+def test_any_chunking_gives_the_same_result() -> None:
+    data = HEAP_LOG.read_bytes()
+    whole = parse_host_log("x", data)
+    for size in (1, 7, 100, 4096):
+        p = HostLogParser("x")
+        for i in range(0, len(data), size):
+            p.feed(data[i:i + size])
+        assert p.finish() == whole
+
+
+def test_crlf_binary_garbage_and_long_lines() -> None:
+    garbage = bytes(range(256)) * 3
+    data = (b"\x00\xff\xfe junk\r\n" + garbage + b"\n" + b"x" * (3 * MAX_LINE) + b"\n"
+            + P.encode() + b"PTO2 runtime failed: orch_error_code=2 sched_error_code=0 runtime_status=-2\r\n"
+            + b"[mono]" + b"\x80" * 100 + b"\n")
+    log = one(data)
+    assert log.orch_error_code == 2 and log.runtime_status == -2 and log.problems == ()
+    assert log.lines == data.count(b"\n")
+
+
+def test_an_unterminated_last_line_is_read_by_finish() -> None:
+    p = HostLogParser("x")
+    p.feed((P + "PTO2 runtime failed: orch_error_code=4").encode())
+    assert p.result()[0].orch_error_code is None  # still waiting for the newline
+    log = p.finish()[0]
+    assert log.orch_error_code == 4 and [x.reason for x in log.problems] == ["truncated"]
+
+
+def test_l3_log_splits_by_rank() -> None:
+    text = ("[rank 0] [INFO] r: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[16384, 16384, 16384, 16384] "
+            "heap=[268435456, 268435456, 268435456, 268435456] dep_pool=[16384, 16384, 16384, 16384]\n"
+            "[rank 1] [INFO] r: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[16, 16, 16, 16] "
+            "heap=[8192, 8192, 8192, 8192] dep_pool=[64, 64, 64, 64]\n"
+            "[rank 1] [ERROR] report_deadlock: [pto_ring_buffer.h:425] FATAL: Task Allocator Deadlock - Heap "
+            "Exhausted! ring=3\n"
+            "[ERROR] report_deadlock: [pto_ring_buffer.h:449]   Requested:  1024 bytes\n"  # untagged: the block's rank
+            "[rank 1] " + P + "PTO2 runtime failed: orch_error_code=2 sched_error_code=0 runtime_status=-2\n"
+            "[INFO] w: [c.cpp:1] scope_stats: wrote 9 records (dropped=0) to out/dfx_outputs/rank1/d1/scope_stats/"
+            "scope_stats.jsonl\n")
+    logs = parse_host_log("out/host.log", text.encode())
+    assert [lg.rank for lg in logs] == [0, 1]
+    r0, r1 = logs
+    assert not r0.failed and r0.ring_sizes is not None and r0.ring_sizes.heap[0] == 268435456
+    assert r1.orch_error_code == 2 and r1.deadlock is not None and r1.deadlock.requested_bytes == 1024
+    assert r1.dispatch == 1 and r1.written == ("out/dfx_outputs/rank1/d1/scope_stats/scope_stats.jsonl",)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([line + b"\n" for line in FLOW_LOG.read_bytes().splitlines()[30:75]]),
+    st.sampled_from([b"Ring buffer sizes: task_window=[", b"FATAL: ", b"orch_error_code=", b"Fatal error (code=",
+                     b"Heap ring ", b"Requested: ", b"[rank ", b"/rank1/d", b"\r", b"\n", b"NOT WRITTEN"]),
+), max_size=40), st.integers(min_value=1, max_value=64))
+def test_fuzz_never_raises(parts: list[bytes], chunk: int) -> None:
+    data = b"".join(parts)
+    p = HostLogParser("fuzz.log")
+    for i in range(0, len(data), chunk):
+        p.feed(data[i:i + chunk])
+    logs = p.finish()
+    assert logs and all(lg.lines == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+                        for lg in logs)
+    assert not any(pr.reason == "internal_error" for lg in logs for pr in lg.problems)
+    assert any(pr.reason == "truncated" for lg in logs for pr in lg.problems) == (bool(data) and data[-1:] != b"\n")
+    assert logs == parse_host_log("fuzz.log", data)
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+
+def _log(path: str, rank: int | None = None, dispatch: int | None = None, written: tuple[str, ...] = ()) -> HostLog:
+    return HostLog(path, rank=rank, dispatch=dispatch, written=written, orch_error_code=2)
+
+
+L2 = "w/dfx_outputs/scope_stats/scope_stats.jsonl"
+R0 = "o/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
+R1 = "o/dfx_outputs/rank1/d1/scope_stats/scope_stats.jsonl"
+
+
+def test_match_same_tree_and_beside() -> None:
+    (m,) = match_logs([_log("w/host.log")], [L2, R0])
+    assert m.file == L2 and "directory tree" in m.reason
+    (m,) = match_logs([_log("/tmp/elsewhere.log")], [L2])
+    assert m.file == L2 and "beside" in m.reason
+    (m,) = match_logs([_log("/tmp/elsewhere.log")], [L2, R0])
+    assert m.file is None and "no scope_stats file" in m.reason
+
+
+def test_match_l3_by_rank_and_never_guesses() -> None:
+    ms = match_logs([_log("o/host.log", 1), _log("o/host.log", 0)], [R0, R1])
+    assert [(m.log.rank, m.file) for m in ms] == [(1, R1), (0, R0)]
+    (m,) = match_logs([_log("o/host.log")], [R0, R1])
+    assert m.file is None and "ranks 0, 1" in m.reason
+    r1d2 = "o/dfx_outputs/rank1/d2/scope_stats/scope_stats.jsonl"
+    (m,) = match_logs([_log("o/host.log", 1)], [R0, R1, r1d2])
+    assert m.file is None and "does not say which" in m.reason
+    (m,) = match_logs([_log("o/host.log", 1, 2)], [R0, R1, r1d2])
+    assert m.file == r1d2
+    (m,) = match_logs([_log("o/host.log", 5)], [R0, R1])
+    assert m.file is None and "rank 5" in m.reason
+
+
+def test_match_by_written_path_and_one_log_per_file() -> None:
+    (m,) = match_logs([_log("logs/run.log", written=("/abs/" + R1,))], [R0, R1])
+    assert m.file is None  # an absolute path elsewhere is not this file
+    (m,) = match_logs([_log("logs/run.log", written=("dfx_outputs/rank1/d1/scope_stats/scope_stats.jsonl",))],
+                      [R0, R1])
+    assert m.file == R1 and "wrote" in m.reason
+    a, b = match_logs([_log("w/a.log"), _log("w/b.log")], [L2])
+    assert a.file == L2 and b.file is None and "already has host log w/a.log" in b.reason
