@@ -5,11 +5,13 @@ Every field can be set by a flag (``--idle-timeout``), an environment variable
 (``RINGTRACE_IDLE_TIMEOUT``) or a key of the TOML file named by ``--config`` or
 ``RINGTRACE_CONFIG`` (``idle_timeout = 30``); a flag wins.  :func:`build` validates
 everything and raises :class:`ConfigError` with a message that names the setting and where
-it came from.
+it came from: every float setting must be finite (``nan`` and ``inf`` are rejected), durations
+positive and at most a year, and the config file UTF-8 TOML.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -67,6 +69,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 
 FIELDS: tuple[str, ...] = Config.__struct_fields__
+FLOAT_FIELDS: tuple[str, ...] = tuple(n for n, t in get_type_hints(Config).items() if t is float)
+SECONDS_FIELDS = ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl")
+MAX_SECONDS = 366 * 86400
+"""Durations above a year are refused (they also overflow thread and socket timeouts)."""
 
 
 def _from_env(name: str, raw: str) -> Any:
@@ -92,9 +98,14 @@ def _from_env(name: str, raw: str) -> Any:
 def _from_file(path: str, values: dict[str, Any], origin: dict[str, str]) -> None:
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            raw = fh.read()
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"config file {path}:{line}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path}: {err}") from None
     for key, value in data.items():
@@ -139,12 +150,17 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
     def bad(name: str, why: str) -> ConfigError:
         return ConfigError(f"invalid setting {origin.get(name, name)}={getattr(cfg, name)!r}: {why}")
 
+    for name in FLOAT_FIELDS:
+        if not math.isfinite(getattr(cfg, name)):
+            raise bad(name, "expected a finite number")
     for name in ("near", "idle", "wedge", "max_ratio"):
         if not 0 < getattr(cfg, name) <= 10:
             raise bad(name, "expected a ratio of capacity above 0 (e.g. 0.8)")
-    for name in ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl", "otlp_tick"):
-        if getattr(cfg, name) <= 0:
-            raise bad(name, "expected a positive number of seconds")
+    for name in SECONDS_FIELDS:
+        if not 0 < getattr(cfg, name) <= MAX_SECONDS:
+            raise bad(name, f"expected a positive number of seconds, at most {MAX_SECONDS} (a year)")
+    if not 0 < cfg.otlp_tick <= 1:
+        raise bad("otlp_tick", "expected a positive number of seconds per record, at most 1")
     if cfg.otlp_max_spans < 1:
         raise bad("otlp_max_spans", "expected at least 1")
     unknown = [r for r in cfg.resources if r not in RESOURCES]
