@@ -11,12 +11,20 @@ at the end of a run, selects the kept scopes and hands the run to a queue bounde
 ``max_queued_spans``.  When the queue is full the run is not queued and its spans are counted in
 ``spans_dropped_queue_full`` (logged) - unless ``backpressure=True`` (``convert``: nothing else
 waits on that thread), then ``receive`` waits for room.  The sink's own worker thread builds
-the spans, encodes them in batches of ``batch_size`` and exports each batch with the SDK's
-``OTLPSpanExporter`` (so ``OTEL_EXPORTER_OTLP_*`` endpoint, headers, certificates, timeout and
-compression apply), retrying a failed batch with exponential backoff (:class:`RetryPolicy`,
-injectable ``sleep``/``clock``).  Nothing is dropped silently: every kept span ends up in
-exactly one of ``spans_exported`` and ``spans_failed``; spans still queued at :meth:`close`
-count as failed.  Nothing here raises into the caller.
+the spans, encodes them in batches of ``batch_size`` and sends each batch's ready bytes
+(:mod:`._otlp_export`: a generic gRPC unary call or an HTTP POST, the standard
+``OTEL_EXPORTER_OTLP_*`` settings, one retry layer with a cap per batch).
+
+No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``spans_failed``
+(refused, out of retries, rejected in a partial success, or still undelivered at shutdown) and
+``spans_dropped_queue_full``, each counted as it happens (``pending_spans`` falls batch by batch).
+
+Shutdown within a budget: :meth:`flush` sets a deadline ``flush_timeout`` seconds away and waits
+for the queue to empty; no request, retry or wait of the worker goes past it, and what is left
+then counts as failed.  :meth:`close` adds no second drain: it cuts a request still in flight,
+waits at most ``close_grace`` for the worker, counts what remains as failed and logs one line
+saying how many spans were lost.  (A ``close`` without a ``flush`` first flushes.)  Nothing here
+raises into the caller.
 
 Memory: per open run O(``max_spans``) (the budget's candidates); queued runs at most
 ``max_queued_spans`` spans (or one run, if a single run is larger).
@@ -24,45 +32,41 @@ Memory: per open run O(``max_spans``) (the budget's candidates); queued runs at 
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import math
+import os
+import random
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
-from urllib.parse import urlparse
+from collections.abc import Callable
+from typing import Literal
 
-import msgspec
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ringtrace.config import Config
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source
 
+from ._otlp_export import (
+    Exporter,
+    ExportSettings,
+    RetryPolicy,
+    Transport,
+    http_traces_url,
+    make_transport,
+    resolve,
+)
 from ._otlp_select import Budget, Selection
-from ._otlp_spans import EncodedBatch, RunIds, TimeAxis, WireEncoder, build_spans
+from ._otlp_spans import RunIds, TimeAxis, WireEncoder, build_spans
+
+__all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_traces_url"]
 
 log = logging.getLogger("ringtrace.sinks.otlp")
 
 Protocol = Literal["grpc", "http/protobuf"]
 SERVICE_NAME = "ringtrace"
-
-
-class RetryPolicy(msgspec.Struct, frozen=True):
-    """A failed batch is retried after ``first_delay``, doubling up to ``max_delay`` seconds, for at
-    most ``attempts`` tries in all and no retry that would start ``max_elapsed`` seconds after the first."""
-
-    attempts: int = 6
-    first_delay: float = 1.0
-    max_delay: float = 30.0
-    max_elapsed: float = 120.0
 
 
 def _version() -> str:
@@ -82,52 +86,6 @@ def default_resource() -> Resource:
     return ours.merge(OTELResourceDetector().detect())
 
 
-def http_traces_url(endpoint: str) -> str:
-    """``--otlp-endpoint`` is a base URL like ``OTEL_EXPORTER_OTLP_ENDPOINT``: ``/v1/traces`` is added
-    when it has no path; a URL with a path is used as given."""
-    return endpoint.rstrip("/") + "/v1/traces" if urlparse(endpoint).path in ("", "/") else endpoint
-
-
-class _GrpcExporter(GrpcSpanExporter):
-    """The SDK's gRPC exporter, sending an :class:`EncodedBatch`'s ready bytes instead of re-encoding."""
-
-    def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
-        if isinstance(data, EncodedBatch):
-            return ExportTraceServiceRequest.FromString(data.payload)
-        return super()._translate_data(data)
-
-
-class _HttpExporter(HttpSpanExporter):
-    """The SDK's HTTP exporter (its client: retries, headers, compression, TLS), sending ready bytes.
-
-    Falls back to the stock path (SDK encoder) if this SDK version's internals differ.
-    """
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        client: Any = getattr(self, "_client", None)
-        if isinstance(spans, EncodedBatch) and client is not None and hasattr(client, "export"):
-            if getattr(self, "_shutdown", False):
-                return SpanExportResult.FAILURE
-            result = client.export(spans.payload)
-            return SpanExportResult.SUCCESS if getattr(result, "success", False) else SpanExportResult.FAILURE
-        return super().export(spans)
-
-
-def make_exporter(endpoint: str | None, protocol: Protocol, timeout: float | None = None) -> SpanExporter:
-    """The SDK exporter for ``protocol``; ``endpoint``/``timeout`` only when given (else ``OTEL_EXPORTER_OTLP_*``).
-
-    An endpoint without a scheme (``collector:4317``) means ``http://`` (plain text), as a bare
-    ``host:port`` would otherwise silently become a TLS connection in the gRPC exporter.
-    """
-    if endpoint and "://" not in endpoint:
-        endpoint = "http://" + endpoint
-    if protocol == "grpc":
-        return _GrpcExporter(endpoint=endpoint or None, timeout=timeout)
-    if protocol == "http/protobuf":
-        return _HttpExporter(endpoint=http_traces_url(endpoint) if endpoint else None, timeout=timeout)
-    raise ValueError(f"unknown OTLP protocol {protocol!r} (expected grpc or http/protobuf)")
-
-
 class _RunState:
     __slots__ = ("budget", "last_line", "seen_at")
 
@@ -138,59 +96,70 @@ class _RunState:
 
 
 class _Job:
-    """A finished run handed to the worker (which owns ``state`` from then on)."""
+    """A finished run handed to the worker (which owns ``state`` from then on).  ``left``: its spans
+    not yet counted in any outcome; ``failed``: some of them failed."""
 
-    __slots__ = ("fin", "selection", "spans", "state")
+    __slots__ = ("failed", "fin", "left", "selection", "spans", "state")
 
     def __init__(self, fin: RunFinished, state: _RunState, selection: Selection, spans: int) -> None:
         self.fin = fin
         self.state = state
         self.selection = selection
         self.spans = spans
+        self.left = spans
+        self.failed = False
 
 
 class OtlpSink:
-    """See the module docstring.  Counters are plain ints, read them at any time (``stats()``)."""
+    """See the module docstring.  Counters are plain ints, read them at any time (``stats()``).
+
+    ``transport`` replaces the network (tests); ``sleep``/``clock``/``uniform`` drive the retry
+    backoff (tests inject them so nothing waits); the shutdown deadline is real time.
+    """
 
     name = "otlp"
 
     def __init__(self, endpoint: str | None = None, protocol: Protocol = "grpc", tick: float = 1e-6,
-                 max_spans: int = 10_000, exporter_factory: Callable[[], SpanExporter] | None = None, *,
+                 max_spans: int = 10_000, transport: Transport | None = None, *,
                  timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 200_000,
                  backpressure: bool = False, retry: RetryPolicy | None = None, flush_timeout: float = 30.0,
-                 sleep: Callable[[float], object] | None = None, clock: Callable[[], float] = time.monotonic,
+                 close_grace: float = 0.25, sleep: Callable[[float], object] | None = None,
+                 clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,
                  wall: Callable[[], float] = time.time, resource: Resource | None = None) -> None:
-        if tick <= 0 or max_spans < 1 or batch_size < 1:
+        if not (math.isfinite(tick) and tick > 0) or max_spans < 1 or batch_size < 1:
             raise ValueError("tick must be > 0, max_spans and batch_size >= 1")
         self.tick = tick
         self.max_spans = max_spans
         self.batch_size = batch_size
         self.max_queued_spans = max_queued_spans
         self.backpressure = backpressure
-        self.retry = retry or RetryPolicy()
         self.flush_timeout = flush_timeout
-        self._clock = clock
+        self.close_grace = close_grace
         self._wall = wall
-        self._stop = threading.Event()
-        self._sleep: Callable[[float], object] = sleep or self._stop.wait
+        self.settings: ExportSettings = resolve(endpoint, protocol, timeout, os.environ)
         self.resource = resource or default_resource()
         self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", _version()))
-        self.exporter = exporter_factory() if exporter_factory else make_exporter(endpoint, protocol, timeout)
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
+        self.transport = transport or make_transport(self.settings, f"ringtrace/{_version()}")
+        self.exporter = Exporter(self.transport, retry or RetryPolicy(), self.settings.timeout, clock=clock,
+                                 sleep=sleep or self._nap, uniform=uniform)
         self._runs: dict[Source, _RunState] = {}
         self._cond = threading.Condition()
         self._jobs: deque[_Job] = deque()
-        self._queued = 0  # spans in _jobs plus the job being exported
-        self._busy = False
+        self._current: _Job | None = None
+        self._queued = 0  # spans in _jobs plus the uncounted ones of _current
+        self._deadline: float | None = None  # time.monotonic() when flush's budget ends
+        self._flushed = False
         self._closed = False
-        # counters (written under _cond by the worker, under it or on the receive thread otherwise)
+        # counters (written under _cond)
         self.spans_exported = 0
         self.spans_failed = 0
+        self.spans_failed_at_shutdown = 0  # part of spans_failed
         self.spans_dropped_by_budget = 0
         self.spans_dropped_queue_full = 0
         self.runs_exported = 0
         self.runs_failed = 0
-        self.export_requests = 0
-        self.export_retries = 0
         self.internal_errors = 0
         self._worker = threading.Thread(target=self._work, name="ringtrace-otlp", daemon=True)
         self._worker.start()
@@ -200,11 +169,12 @@ class OtlpSink:
         """The sink ``watch``/``convert`` use: ``--otlp-*`` settings, ``OTEL_EXPORTER_OTLP_*`` for the rest.
 
         ``convert`` passes ``backpressure=True`` (a file reader may wait; the live reader never does).
+        Raises ``ValueError`` for an unusable ``OTEL_EXPORTER_OTLP_*`` value (named in the message).
         """
         return cls(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
                    backpressure=backpressure, flush_timeout=flush_timeout)
 
-    # -- the reader's side -------------------------------------------------------------------------
+    # -- counters ------------------------------------------------------------------------------------
 
     @property
     def dropped_spans(self) -> int:
@@ -215,12 +185,22 @@ class OtlpSink:
     def pending_spans(self) -> int:
         return self._queued
 
+    @property
+    def export_requests(self) -> int:
+        return self.exporter.requests
+
+    @property
+    def export_retries(self) -> int:
+        return self.exporter.retries
+
     def stats(self) -> dict[str, int]:
-        """All counters, for the self-metrics."""
+        """All counters, for the self-metrics (keys read by the Prometheus sink)."""
         return {k: getattr(self, k) for k in (
             "spans_exported", "spans_failed", "spans_dropped_by_budget", "spans_dropped_queue_full",
             "runs_exported", "runs_failed", "export_requests", "export_retries", "internal_errors",
             "pending_spans")}
+
+    # -- the reader's side -------------------------------------------------------------------------
 
     def receive(self, event: SinkEvent) -> None:
         try:
@@ -263,6 +243,7 @@ class OtlpSink:
                 return
             self._jobs.append(job)
             self._queued += n
+            self._flushed = False
             self._cond.notify_all()
 
     @staticmethod
@@ -274,6 +255,18 @@ class OtlpSink:
 
     # -- the worker ------------------------------------------------------------------------------------
 
+    def _time_left(self) -> float:
+        """Seconds until the shutdown deadline (inf before flush; 0 once closing)."""
+        if self._stop.is_set():
+            return 0.0
+        deadline = self._deadline
+        return math.inf if deadline is None else deadline - time.monotonic()
+
+    def _nap(self, seconds: float) -> None:
+        """The retry wait: ends early when flush sets a deadline or close stops the sink."""
+        self._wake.wait(min(seconds, self._time_left()))
+        self._wake.clear()
+
     def _work(self) -> None:
         while True:
             with self._cond:
@@ -281,8 +274,7 @@ class OtlpSink:
                     self._cond.wait()
                 if not self._jobs:
                     return
-                job = self._jobs.popleft()
-                self._busy = True
+                job = self._current = self._jobs.popleft()
             try:
                 self._export_run(job)
             except Exception:
@@ -291,99 +283,117 @@ class OtlpSink:
                     self.internal_errors += 1
             finally:
                 with self._cond:
-                    self._busy = False
-                    self._queued -= job.spans
+                    if self._current is job:  # else close already counted it
+                        self._count(job, 0, job.left, at_shutdown=False)
+                        self._current = None
                     self._cond.notify_all()
+
+    def _count(self, job: _Job, delivered: int, failed: int, *, at_shutdown: bool) -> None:
+        """Count ``delivered + failed`` of ``job``'s spans (under ``_cond``); the last ones end the run."""
+        if not job.left:
+            return
+        self.spans_exported += delivered
+        self.spans_failed += failed
+        if at_shutdown:
+            self.spans_failed_at_shutdown += failed
+        job.left -= delivered + failed
+        self._queued -= delivered + failed
+        job.failed = job.failed or failed > 0
+        if not job.left:
+            if job.failed:
+                self.runs_failed += 1
+            else:
+                self.runs_exported += 1
 
     def _export_run(self, job: _Job) -> None:
         fin, st = job.fin, job.state
-        done = 0
-        ok = True
-        try:
-            ids = RunIds(fin.source.path, fin.source.generation, st.seen_at)
-            spans = build_spans(fin, job.selection, ids, TimeAxis(st.seen_at, self.tick), self.tick,
-                                self.max_spans, st.last_line)
-            for i in range(0, len(spans), self.batch_size):
-                chunk = spans[i:i + self.batch_size]
-                sent = not self._stop.is_set() and self._send(EncodedBatch(self._encoder, ids.trace_id, chunk))
-                ok = ok and sent
+        if self._time_left() <= 0:
+            with self._cond:
+                if self._current is job:
+                    self._count(job, 0, job.left, at_shutdown=True)
+            return
+        ids = RunIds(fin.source.path, fin.source.generation, st.seen_at)
+        spans = build_spans(fin, job.selection, ids, TimeAxis(st.seen_at, self.tick), self.tick,
+                            self.max_spans, st.last_line)
+        for i in range(0, len(spans), self.batch_size):
+            chunk = spans[i:i + self.batch_size]
+            n = len(chunk)
+            if self._time_left() <= 0:
                 with self._cond:
-                    if sent:
-                        self.spans_exported += len(chunk)
-                    else:
-                        self.spans_failed += len(chunk)
-                done += len(chunk)
-        finally:
+                    if self._current is job:
+                        self._count(job, 0, job.left, at_shutdown=True)
+                return
+            d = self.exporter.export(self._encoder.request(ids.trace_id, chunk), n, self._time_left)
             with self._cond:
-                if done < job.spans:  # an error while building: the rest is lost, and counted
-                    self.spans_failed += job.spans - done
-                    ok = False
-                if ok:
-                    self.runs_exported += 1
-                else:
-                    self.runs_failed += 1
-
-    def _send(self, batch: EncodedBatch) -> bool:
-        """Export one batch with retries; True when the receiver took it."""
-        policy = self.retry
-        delay = policy.first_delay
-        started = self._clock()
-        for attempt in range(1, policy.attempts + 1):
-            with self._cond:
-                self.export_requests += 1
-            try:
-                if self.exporter.export(batch) is SpanExportResult.SUCCESS:
-                    return True
-            except Exception as err:  # an exporter bug must not kill the worker
-                log.warning("otlp: exporter raised: %s", err)
-            if (attempt == policy.attempts or self._stop.is_set()
-                    or self._clock() - started + delay > policy.max_elapsed):
-                break
-            log.info("otlp: export of %d spans failed (attempt %d), retrying in %.1fs", len(batch), attempt, delay)
-            with self._cond:
-                self.export_retries += 1
-            self._sleep(delay)
-            delay = min(delay * 2, policy.max_delay)
-        log.warning("otlp: %d spans could not be exported after %d attempt(s)", len(batch), attempt)
-        return False
+                if self._current is not job:
+                    return
+                self._count(job, d.delivered, n - d.delivered, at_shutdown=d.delivered < n and self._time_left() <= 0)
 
     # -- end of life -------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """The sink contract's flush: :meth:`drain` within ``flush_timeout``."""
-        self.drain()
+        """The sink contract's flush, the start of shutdown: a deadline ``flush_timeout`` seconds away
+        that no request or retry passes, and a wait until the queue is empty or that deadline."""
+        with self._cond:
+            if self._deadline is None:
+                self._deadline = time.monotonic() + self.flush_timeout
+        self._wake.set()
+        drained = self.drain(self.flush_timeout)
+        with self._cond:
+            self._flushed = True
+            if drained:
+                self._deadline = None  # everything went out: later runs get the full retry policy again
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every queued run was exported (or failed); False when ``timeout`` (default
         ``flush_timeout``) ran out first.  A wait on a condition, woken by the worker."""
         deadline = time.monotonic() + (self.flush_timeout if timeout is None else timeout)
         with self._cond:
-            while self._jobs or self._busy:
+            while self._jobs or self._current is not None:
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._worker.is_alive():
-                    log.warning("otlp: flush timed out with %d spans waiting", self._queued)
+                if left <= 0 or self._closed or not self._worker.is_alive():
+                    if not self._closed:
+                        log.warning("otlp: flush timed out with %d spans waiting", self._queued)
                     return False
                 self._cond.wait(left)
         return True
 
     def close(self) -> None:
-        """Drain (bounded by ``flush_timeout``), then stop: spans still queued count as failed, and a
-        batch still being retried fails at once (the exporter is shut down, the retry sleep woken)."""
-        if self._closed:
-            return
-        self.drain()
+        """Stop: no second drain after a flush (a close without one flushes first).  A request in
+        flight is cut, the worker gets ``close_grace`` seconds, what was not delivered is counted as
+        failed and one log line says how many spans were lost."""
+        with self._cond:
+            if self._closed:
+                return
+            flushed = self._flushed and not self._jobs and self._current is None
+        if not flushed:
+            self.flush()
         with self._cond:
             self._closed = True
             self._stop.set()
-            for job in self._jobs:
-                self.spans_failed += job.spans
-                self.runs_failed += 1
-                self._queued -= job.spans
+            self._cond.notify_all()
+        self._wake.set()
+        try:
+            self.transport.abort()
+        except Exception as err:
+            log.debug("otlp: abort: %s", err)
+        self._worker.join(self.close_grace)
+        with self._cond:
+            for job in [*([self._current] if self._current is not None else []), *self._jobs]:
+                self._count(job, 0, job.left, at_shutdown=True)
+            self._current = None
             self._jobs.clear()
             self._cond.notify_all()
-        with contextlib.suppress(Exception):  # also ends the exporter's own retry wait, if one is running
-            self.exporter.shutdown()
-        self._worker.join(timeout=5.0)
+            s = self.stats()
+            lost = s["spans_failed"] + s["spans_dropped_queue_full"]
+            shutdown = self.spans_failed_at_shutdown
+        line = (f"otlp: {lost} spans lost ({s['spans_failed']} failed, {shutdown} of them undelivered at "
+                f"shutdown; {s['spans_dropped_queue_full']} dropped on a full queue), {s['spans_exported']} "
+                f"exported to {self.settings.url}")
+        if lost:
+            log.warning(line)
+        else:
+            log.info(line)
 
     def outcome(self) -> list[str]:
         """One line for people (``convert`` prints it): what was sent, left out and lost."""
