@@ -1,17 +1,22 @@
-"""The asyncio wiring of ``ringtrace watch``: one task group, bounded queues, signals, shutdown.
+"""The asyncio wiring of ``ringtrace watch``: one task group, a byte-bounded hand-off, signals, shutdown.
 
 Tasks (all in one :class:`asyncio.TaskGroup`):
 
 * ``watcher``: file-system events (watchfiles/inotify) -> a set of dirty paths + a wake-up;
   watchfiles' polling watcher with ``--poll`` or when events are unavailable;
-* ``reader``: on each wake-up or tick, runs the synchronous :class:`Tailer` in a worker
-  thread (file reads never block the loop) and puts the sink events on a bounded queue;
-  ticks finish idle runs, rescans catch lost events;
+* ``reader``: asks the synchronous :class:`Tailer` which file is due and reads it one slice
+  (at most ``follower.SLICE`` bytes) at a time with aiofiles; decoding and pairing a slice run
+  in a worker thread.  Paths the watcher reported jump the backlog between two slices; ticks
+  finish idle runs, rescans catch lost events;
 * ``sinks``: takes event batches off the queue and hands them to the :class:`FanOut` in a
-  worker thread.  A full queue makes the reader wait (back-pressure, bounded memory).
+  worker thread.
 
-``stop()`` (SIGINT/SIGTERM) ends reading, finishes open runs with reason ``shutdown``,
-drains the queue, flushes and closes every sink, within ``SHUTDOWN_SECONDS``.
+Memory is bounded by :class:`InFlight`: the input bytes behind every batch read but not yet
+delivered, the slice being read included, never exceed ``IN_FLIGHT_BYTES`` + one slice.  The
+reader waits for room before it reads (back-pressure), whatever the backlog or file size.
+
+``stop()`` (SIGINT/SIGTERM) ends reading after the current slice, finishes open runs with
+reason ``shutdown``, drains the queue, flushes and closes every sink, within ``SHUTDOWN_SECONDS``.
 Time comes from the injected ``clock`` (monotonic) and ``wall`` (for ``seen_at``).
 """
 
@@ -20,24 +25,62 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import aiofiles
 import watchfiles
 
 from ringtrace.config import Config
 from ringtrace.records import SinkEvent
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
+from ringtrace.tail.follower import SLICE, Follower
 from ringtrace.tail.tailer import Tailer
 
 log = logging.getLogger("ringtrace.app")
 
 SHUTDOWN_SECONDS = 4.5
-QUEUE_BATCHES = 64
+IN_FLIGHT_BYTES = 4 * SLICE
+"""Input bytes whose events may wait for the sinks (plus the slice being read)."""
+EVENT_WEIGHT = 1024
+"""What one event counts for in the in-flight bound besides the bytes it came from."""
 TICK_SECONDS = 0.5
+
+
+class InFlight:
+    """Bytes handed on but not yet delivered.  ``acquire`` waits while adding would pass ``limit``
+    (an empty budget always admits one item, so an item larger than the limit cannot deadlock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.level = 0
+        self.peak = 0
+        self._room = asyncio.Condition()
+
+    async def acquire(self, n: int) -> None:
+        async with self._room:
+            await self._room.wait_for(lambda: self.level == 0 or self.level + n <= self.limit)
+            self.level += n
+            self.peak = max(self.peak, self.level)
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more without waiting (the events of a slice whose bytes are already held)."""
+        self.level += n
+        self.peak = max(self.peak, self.level)
+
+    async def release(self, n: int) -> None:
+        async with self._room:
+            self.level -= n
+            self._room.notify_all()
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """Open without blocking: a FIFO named like a scope_stats file must not hang the reader."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 class App:
@@ -45,7 +88,8 @@ class App:
 
     def __init__(self, cfg: Config, roots: list[str], fanout: FanOut, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 on_batch: Callable[[list[SinkEvent]], None] | None = None) -> None:
+                 on_batch: Callable[[list[SinkEvent]], None] | None = None,
+                 in_flight_bytes: int = IN_FLIGHT_BYTES) -> None:
         self.cfg = cfg
         self.fanout = fanout
         self.clock = clock
@@ -57,13 +101,14 @@ class App:
             saved, warning = state_mod.load(self.state_dir)
             if warning:
                 log.warning("%s", warning)
-        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved)
+        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, fanout.wants)
         self.ready = False
         self.polling = cfg.poll
+        self.in_flight = InFlight(in_flight_bytes)
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._queue: asyncio.Queue[list[SinkEvent] | None] = asyncio.Queue(QUEUE_BATCHES)
+        self._queue: asyncio.Queue[tuple[list[SinkEvent], int] | None] = asyncio.Queue()
         self._watch_points: list[tuple[Path, bool]] = []
         self._watch_changed = asyncio.Event()
 
@@ -92,9 +137,17 @@ class App:
 
     # -- reader ---------------------------------------------------------------------------
 
-    async def _emit(self, events: list[SinkEvent]) -> None:
+    async def _emit(self, events: list[SinkEvent], acquired: int = 0) -> None:
+        """Queue ``events``; ``acquired`` bytes of the budget are already held for them."""
+        weight = EVENT_WEIGHT * len(events)
         if events:
-            await self._queue.put(events)
+            if acquired:
+                self.in_flight.add(weight)
+            else:
+                await self.in_flight.acquire(weight)
+            await self._queue.put((events, acquired + weight))
+        elif acquired:
+            await self.in_flight.release(acquired)
 
     async def _call(self, fn: Callable[..., list[SinkEvent]], *args: object) -> None:
         await self._emit(await asyncio.to_thread(fn, *args))
@@ -102,14 +155,14 @@ class App:
     async def _reader(self) -> None:
         tailer = self.tailer
         try:
-            await self._call(tailer.rescan, self.clock(), self.wall())
+            await self._call(tailer.discover, self.clock(), self.wall())
             self._update_watch_points()
-            if self.cfg.once:
-                await self._call(tailer.finish_all, "eof")
-                return
-            self.ready = True
+            self.ready = not self.cfg.once
             next_rescan = self.clock() + self.cfg.rescan_interval
             while not self._stopping.is_set():
+                await self._drain()
+                if self.cfg.once or self._stopping.is_set():
+                    break
                 tick = min(TICK_SECONDS, self.cfg.poll_interval) if self.polling else TICK_SECONDS
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), tick)
@@ -117,22 +170,71 @@ class App:
                 if self._stopping.is_set():
                     break
                 now = self.clock()
-                if self._dirty:
-                    dirty, self._dirty = self._dirty, set()
-                    await self._call(tailer.changed, dirty, now, self.wall())
+                self._take_dirty()
                 if self.polling:
-                    await self._call(tailer.poll_active, now, self.wall())
+                    tailer.poll_active()
                 if now >= next_rescan:
                     next_rescan = now + self.cfg.rescan_interval
-                    await self._call(tailer.rescan, now, self.wall())
+                    await self._call(tailer.discover, now, self.wall())
                     self._update_watch_points()
                     await self._save_state()
                 await self._call(tailer.tick, self.clock())
-            await self._call(tailer.finish_all, "shutdown")
+            await self._call(tailer.finish_all, "eof" if self.cfg.once else "shutdown")
         finally:
             self.ready = False
             await self._save_state()
             await self._queue.put(None)
+
+    def _take_dirty(self) -> None:
+        if self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            self.tailer.changed(dirty)
+
+    async def _drain(self) -> None:
+        """Read every due file, a slice at a time, until none is due or the app stops."""
+        tailer = self.tailer
+        next_tick = self.clock() + TICK_SECONDS
+        while not self._stopping.is_set():
+            self._take_dirty()  # live files jump the backlog
+            due = tailer.next_due()
+            if due is None:
+                return
+            f, urgent = due
+            more = await self._read_slice(f)
+            tailer.done(f, more, urgent)
+            if self.clock() >= next_tick:  # a long backlog must not keep idle runs from finishing
+                next_tick = self.clock() + TICK_SECONDS
+                await self._call(tailer.tick, self.clock())
+
+    async def _read_slice(self, f: Follower) -> bool:
+        """Look at ``f`` once: at most one slice read; returns whether more is due.  A fault stays with the file."""
+        held = 0
+        try:
+            async with aiofiles.open(f.path, "rb", buffering=0, opener=_nonblocking) as fh:
+                st = os.fstat(fh.fileno())
+                events, want = f.look(st, self.clock(), self.wall())
+                await self._emit(events)
+                if want is None:
+                    return False
+                await self.in_flight.acquire(want.length)
+                held = want.length
+                head = b""
+                if want.head:
+                    await fh.seek(0)
+                    head = await fh.read(want.head)
+                await fh.seek(want.offset)
+                data = await fh.read(want.length)
+            events, more = await asyncio.to_thread(f.take, want, head, data, self.clock(), st)
+        except FileNotFoundError:
+            await self._emit(self.tailer.vanished(f), held)
+            return False
+        except Exception as err:  # EIO, EACCES, a FIFO or directory in the file's place, a decoder bug...
+            if held:
+                await self.in_flight.release(held)
+            self.tailer.fault(f, err)
+            return False
+        await self._emit(events, held)
+        return more
 
     def _update_watch_points(self) -> None:
         points = self.tailer.watch_points()
@@ -201,16 +303,19 @@ class App:
 
     async def _sinks(self) -> None:
         while True:
-            batch = await self._queue.get()
-            if batch is None:
+            item = await self._queue.get()
+            if item is None:
                 break
-            await asyncio.to_thread(self.fanout.receive_all, batch)
-            if self.on_batch is not None:
-                self.on_batch(batch)
+            batch, weight = item
+            try:
+                await asyncio.to_thread(self.fanout.receive_all, batch)
+                if self.on_batch is not None:
+                    self.on_batch(batch)
+            finally:
+                await self.in_flight.release(weight)
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
                 await asyncio.to_thread(self.fanout.flush)
         except TimeoutError:
             log.error("sinks did not flush within %.1fs; exiting anyway", SHUTDOWN_SECONDS)
         await asyncio.to_thread(self.fanout.close)
-

@@ -13,7 +13,9 @@ from ringtrace.decode import Decoder, Item
 from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.pair import Pairer
 from ringtrace.records import (
+    WANT_ALL,
     FinishReason,
+    HostLog,
     Meta,
     Problem,
     Record,
@@ -23,6 +25,7 @@ from ringtrace.records import (
     RunSummary,
     SinkEvent,
     Source,
+    Wants,
 )
 
 KEEP_PROBLEMS = 100
@@ -32,8 +35,10 @@ KEEP_PROBLEMS = 100
 class Run:
     """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
 
-    def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0) -> None:
+    def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0,
+                 wants: Wants = WANT_ALL, host_log: HostLog | None = None) -> None:
         self.source = source
+        self.wants = wants
         self.seen_at = seen_at
         self.thresholds = thresholds or Thresholds()
         self.decoder = Decoder()
@@ -42,6 +47,7 @@ class Run:
         self.problems: list[Problem] = []
         self.bytes = 0
         self.finished: RunFinished | None = None
+        self.host_log = host_log  # used by finish() only: confirms the wedge, names a failure
 
     @property
     def meta(self) -> Meta | None:
@@ -69,8 +75,10 @@ class Run:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
         summary = self.summary(finished=reason != "shutdown")
-        findings = diagnose(summary, self.thresholds, self.pairer.open_usage() if summary.wedged else ())
-        self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems))
+        findings = diagnose(summary, self.thresholds, self.pairer.open_usage() if summary.wedged else (),
+                            self.host_log)
+        self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
+                                    host_log=self.host_log)
         out.append(self.finished)
         return out
 
@@ -105,6 +113,8 @@ class Run:
             self.started = True
             out.append(RunStarted(self.source, self.meta, self.seen_at))
         if records or events or problems:
-            out.append(RunProgress(self.source, tuple(records), tuple(events), tuple(problems),
+            wants = self.wants
+            out.append(RunProgress(self.source, tuple(records) if wants.records else (),
+                                   tuple(events) if wants.events else (), tuple(problems),
                                    self.summary(finished=False)))
         return out

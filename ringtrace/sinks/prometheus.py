@@ -14,6 +14,12 @@ State per source path (the latest generation wins):
 
 Two sources whose paths give the same ``run``/``rank``/``dispatch`` labels would make
 duplicate series; only the most recently updated of them is exposed.
+
+Scrapes (:meth:`PrometheusSink.render`) cost what the open runs cost: a finished run's series
+never change until they expire, so its sample lines are formatted once (at its first scrape)
+and reused; only open runs are collected per scrape.  The output is byte-identical to a fresh
+collection through :attr:`registry` (prometheus_client's own encoders), in both formats.
+Label values from paths that are not UTF-8 are shown with U+FFFD, never an encoding error.
 """
 
 from __future__ import annotations
@@ -27,11 +33,16 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.exposition import generate_latest as text_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
 from ringtrace.pair import Pairer
 from ringtrace.records import (
     RESOURCES,
+    WANT_SUMMARIES,
     Meta,
     RunFinished,
     RunProgress,
@@ -62,6 +73,24 @@ class _RunState:
     live: RunSummary  # the latest RunProgress.summary (an empty one until records arrive)
     updated_at: float
     final: RunFinished | None = None
+    lines: list[bytes] | None = None  # a finished run's sample lines, one bytes per run family
+
+    def view(self) -> RunView:
+        lab = self.source.labels
+        key = (_clean(lab.run), _clean(lab.rank), _clean(lab.dispatch))
+        if self.final is not None:
+            s = self.final.summary
+            return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason)
+        return RunView(key, self.source, self.live, self.live.open_scopes, self.updated_at, "")
+
+
+def _clean(text: str) -> str:
+    """``text`` as valid UTF-8 (a path that is not UTF-8 holds surrogate escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +124,7 @@ class PrometheusSink:
     """
 
     name = "prometheus"
+    wants = WANT_SUMMARIES
 
     def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
                  clock: Callable[[], float] = time.time,
@@ -112,6 +142,10 @@ class PrometheusSink:
         self._self = _SelfCounts()
         self._build = (_version(), platform.python_version())
         self.registry.register(self)
+        self._headers = {fmt: _family_chunks(encode(_Families(run_families([]))))
+                         for fmt, encode in ((False, text_latest), (True, _openmetrics_body))}
+        self._own = CollectorRegistry(auto_describe=False)
+        self._own.register(_Families(self, self_only=True))
 
     # -- sink contract ----------------------------------------------------------------------
 
@@ -131,14 +165,6 @@ class PrometheusSink:
 
     def close(self) -> None:
         pass
-
-    def render(self, accept: str) -> tuple[bytes, str]:
-        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
-
-        Called by the HTTP server, off the event loop (it may take a while with many runs).
-        """
-        encoder, content_type = choose_encoder(accept)
-        return encoder(self.registry), content_type
 
     def set_files_watched(self, n: int) -> None:
         """The app reports how many files it follows (``ringtrace_files_watched``)."""
@@ -169,7 +195,6 @@ class PrometheusSink:
 
     def _progress(self, ev: RunProgress, now: float) -> None:
         counts = self._self
-        counts.records += len(ev.records)
         for p in ev.problems:
             if p.severity == "error":
                 counts.parse_errors[p.reason] = counts.parse_errors.get(p.reason, 0) + 1
@@ -177,6 +202,7 @@ class PrometheusSink:
         if st is None or st.final is not None:
             return
         if ev.summary is not None:
+            counts.records += ev.summary.records - st.live.records
             st.live = ev.summary
         st.updated_at = now
 
@@ -185,6 +211,7 @@ class PrometheusSink:
         st = self._state(ev.source, now, ev.summary.meta)
         if st is None or st.final is not None:
             return
+        self._self.records += ev.summary.records - st.live.records
         st.final = ev
         st.updated_at = now
         self._finished.append((now, ev.source.path, st))
@@ -211,25 +238,22 @@ class PrometheusSink:
                 del runs[path]
                 self._self.evicted += 1
 
+    def _chosen(self) -> list[_RunState]:
+        """The exposed runs, one per label set (the most recently updated), sorted by labels.  Under the lock."""
+        self._expire(self._clock())
+        chosen: dict[tuple[str, str, str], _RunState] = {}
+        for st in self._runs.values():
+            lab = st.source.labels
+            key = (lab.run, lab.rank, lab.dispatch)
+            other = chosen.get(key)
+            if other is None or st.updated_at >= other.updated_at:
+                chosen[key] = st
+        return [chosen[k] for k in sorted(chosen)]
+
     def views(self) -> list[RunView]:
         """Snapshot of every exposed run (one per label set: the most recently updated)."""
         with self._lock:
-            self._expire(self._clock())
-            chosen: dict[tuple[str, str, str], _RunState] = {}
-            for st in self._runs.values():
-                lab = st.source.labels
-                key = (lab.run, lab.rank, lab.dispatch)
-                other = chosen.get(key)
-                if other is None or st.updated_at >= other.updated_at:
-                    chosen[key] = st
-            out = []
-            for key, st in chosen.items():
-                if st.final is not None:
-                    s = st.final.summary
-                    out.append(RunView(key, st.source, s, len(s.wedged), st.updated_at, st.final.reason))
-                else:
-                    out.append(RunView(key, st.source, st.live, st.live.open_scopes, st.updated_at, ""))
-            return out
+            return [st.view() for st in self._chosen()]
 
     # -- collector ----------------------------------------------------------------------------
 
@@ -237,14 +261,46 @@ class PrometheusSink:
         return []  # unchecked collector: the families depend on the live state
 
     def collect(self) -> Iterator[Metric]:
-        views = self.views()
+        """Every family, collected afresh (the reference :meth:`render` is checked against)."""
+        yield from run_families(self.views())
+        yield from self.self_families()
+
+    def self_families(self) -> Iterator[Metric]:
+        """The exporter's own families (counters, files watched, build info)."""
         with self._lock:
             counts = _SelfCounts(self._self.records, dict(self._self.parse_errors), self._self.started,
                                  dict(self._self.finished), self._self.expired, self._self.evicted,
                                  self._self.files_watched)
             tracked = len(self._runs)
-        yield from run_families(views)
         yield from self._self_families(counts, tracked)
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
+
+        Called by the HTTP server off the event loop.  Finished runs' lines come from their cache;
+        the lock is held only to pick the runs, never while formatting.
+        """
+        _, content_type = choose_encoder(accept)
+        om = content_type.startswith(OPENMETRICS.split(";")[0])
+        with self._lock:
+            states = self._chosen()
+            parts = [(st, st.lines) for st in states]
+        rows: list[list[bytes]] = []
+        for st, lines in parts:
+            if lines is None:
+                lines = _sample_lines(st.view())
+                if st.final is not None:
+                    st.lines = lines  # benign race: two scrapes would store the same bytes
+            rows.append(lines)
+        out = []
+        for i, head in enumerate(self._headers[om]):
+            out.append(head)
+            out.extend(row[i] for row in rows)
+        own = (_openmetrics_body if om else text_latest)(self._own)
+        out.append(own)
+        if om:
+            out.append(b"# EOF\n")
+        return b"".join(out), content_type
 
     def _self_families(self, c: _SelfCounts, tracked: int) -> Iterator[Metric]:
         yield CounterMetricFamily("ringtrace_records_read", "Scope-boundary records read from all files.",
@@ -306,6 +362,57 @@ class PrometheusSink:
                                   value=st.get("export_retries", 0))
         yield GaugeMetricFamily("ringtrace_otlp_pending_spans", "Spans queued for export right now.",
                                 value=st.get("pending_spans", 0))
+
+
+class _Families:
+    """A collector over fixed families, or over one sink's own families (for prometheus_client's encoders)."""
+
+    def __init__(self, source: Iterable[Metric] | PrometheusSink, self_only: bool = False) -> None:
+        self.source = source
+        self.self_only = self_only
+
+    def collect(self) -> Iterable[Metric]:
+        if isinstance(self.source, PrometheusSink):
+            return self.source.self_families()
+        return self.source
+
+
+def _openmetrics_body(collector: Collector | CollectorRegistry) -> bytes:
+    """OpenMetrics without its closing ``# EOF`` (the caller appends it once)."""
+    body: bytes = openmetrics_latest(collector)  # type: ignore[no-untyped-call]
+    return body[: -len(b"# EOF\n")] if body.endswith(b"# EOF\n") else body
+
+
+def _family_chunks(body: bytes) -> list[bytes]:
+    """Split an exposition into one chunk per family (each starts with its ``# HELP`` line)."""
+    chunks: list[bytes] = []
+    for line in body.splitlines(keepends=True):
+        if line.startswith(b"# HELP ") or not chunks:
+            chunks.append(line)
+        else:
+            chunks[-1] += line
+    return chunks
+
+
+_go_float: Callable[[float], str] = floatToGoString  # prometheus_client's own number format
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _sample_lines(view: RunView) -> list[bytes]:
+    """One run's sample lines, one bytes per family of :func:`run_families` (the same text in
+    both formats: gauges without timestamps are written alike)."""
+    out = []
+    for fam in run_families([view]):
+        lines = []
+        for smp in fam.samples:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(smp.labels.items()))
+            value = _go_float(smp.value)
+            lines.append(f"{smp.name}{{{labels}}} {value}\n" if labels else f"{smp.name} {value}\n")
+        out.append("".join(lines).encode())
+    return out
 
 
 def _b(x: bool) -> float:
@@ -402,7 +509,7 @@ def run_families(views: Iterable[RunView]) -> list[Metric]:
             w = s.wedged[-1]
             inner_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
         updated.add_metric(lab, v.updated_at)
-        info.add_metric([*lab, v.source.path, v.source.labels.program,
+        info.add_metric([*lab, _clean(v.source.path), _clean(v.source.labels.program),
                          str(s.meta.version) if s.meta else "", v.reason], 1)
     return list(fams.values())
 

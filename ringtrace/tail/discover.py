@@ -1,20 +1,70 @@
 """Which files to follow: roots (files, directories, glob patterns) -> files and watch points.
 
 Directories are searched recursively for the runtime's layouts (``layout.is_scope_stats``);
-a glob pattern is matched against whole paths; a file named directly is followed whatever
-its name.  Roots that do not exist yet are reported and looked for again at every rescan.
+a glob pattern is matched against whole paths (``*`` and ``?`` within one path component,
+``**`` across components); a file named directly is followed whatever its name.  Roots that
+do not exist yet are reported and looked for again at every rescan.
+
+Searching never follows a symbolic link below a root (a link to a directory above would loop,
+``latest -> run_x`` would report every run twice), and a directory that cannot be read is
+reported once through ``onerror`` and skipped: the rest of the tree is still searched.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import glob
+import logging
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ringtrace.layout import is_scope_stats
 
 _GLOB_CHARS = "*?["
+
+OnError = Callable[[OSError], None]
+
+
+def walk_errors(log: logging.Logger) -> OnError:
+    """An ``onerror`` that logs each unreadable directory once per process."""
+    seen: set[str] = set()
+
+    def onerror(err: OSError) -> None:
+        where = str(err.filename)
+        if where not in seen:
+            seen.add(where)
+            log.warning("%s: cannot search: %s (skipped; the rest of the tree is followed)", where,
+                        err.strerror or err)
+
+    return onerror
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A compiled regex for an absolute glob ``pattern`` (``**`` spans directories)."""
+    out: list[str] = []
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        j = 0
+        seg: list[str] = []
+        while j < len(part):
+            c = part[j]
+            if c == "*":
+                seg.append("[^/]*")
+            elif c == "?":
+                seg.append("[^/]")
+            elif c == "[" and (end := part.find("]", j + 2)) != -1:
+                body = part[j + 1:end]
+                seg.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+                j = end
+            else:
+                seg.append(re.escape(c))
+            j += 1
+        out.append("".join(seg) + ("" if last else "/"))
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 class Root:
@@ -25,12 +75,13 @@ class Root:
         self.is_glob = any(c in text for c in _GLOB_CHARS)
         if self.is_glob:
             parts = Path(text).parts
-            static = [p for p in parts[: next(i for i, p in enumerate(parts) if any(c in p for c in _GLOB_CHARS))]]
+            static = list(parts[: next(i for i, p in enumerate(parts) if any(c in p for c in _GLOB_CHARS))])
             self.base = Path(*static) if static else Path(".")
-            self.pattern = os.path.abspath(text)
+            self.regex: re.Pattern[str] | None = glob_regex(os.path.abspath(text))
         else:
             self.base = Path(text)
-            self.pattern = ""
+            self.regex = None
+        self.abs_base = self.base.absolute()
 
     @property
     def exists(self) -> bool:
@@ -46,26 +97,39 @@ class Root:
         return None
 
     def matches(self, path: Path) -> bool:
-        """Whether a file at ``path`` (absolute) belongs to this root."""
-        if self.is_glob:
-            return fnmatch.fnmatch(str(path), self.pattern)
-        base = self.base.absolute()
+        """Whether a file at ``path`` (absolute) belongs to this root (no symbolic link on the way)."""
+        if self.regex is not None:
+            return self.regex.match(str(path)) is not None and not self._through_link(path)
+        base = self.abs_base
         if path == base:
             return True
-        return is_scope_stats(path) and base in path.parents
+        return is_scope_stats(path) and base in path.parents and not self._through_link(path)
 
-    def scan(self) -> list[Path]:
-        """The matching files that exist now."""
-        if self.is_glob:
-            return [Path(p) for p in sorted(glob.glob(self.text, recursive=True)) if os.path.isfile(p)]
-        if self.base.is_file():
-            return [self.base]
-        if self.base.is_dir():
-            found: list[Path] = []
-            for dirpath, _dirs, names in os.walk(self.base):
-                for name in names:
-                    p = Path(dirpath, name)
-                    if is_scope_stats(p):
-                        found.append(p)
-            return sorted(found)
-        return []
+    def _through_link(self, path: Path) -> bool:
+        """A directory between the root's base and ``path`` (or the file itself) is a symbolic link."""
+        base = self.abs_base
+        p = path
+        while p != base and p != p.parent:
+            if p.is_symlink():
+                return True
+            p = p.parent
+        return False
+
+    def scan(self, onerror: OnError | None = None, keep: Callable[[Path], bool] | None = None) -> list[Path]:
+        """The matching files that exist now (absolute paths, sorted); ``keep`` replaces the root's own match."""
+        if not self.is_glob and self.base.is_file():
+            return [self.abs_base]
+        found: list[Path] = []
+        regex = self.regex
+        for dirpath, _dirs, names in os.walk(self.abs_base, onerror=onerror):
+            for name in names:
+                p = Path(dirpath, name)
+                if keep is not None:
+                    ok = keep(p)
+                elif regex is not None:
+                    ok = regex.match(str(p)) is not None
+                else:
+                    ok = is_scope_stats(p)
+                if ok and not p.is_symlink():
+                    found.append(p)
+        return sorted(found)

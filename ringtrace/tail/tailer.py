@@ -1,37 +1,60 @@
-"""All followed files: discovery, change notifications, idle timeouts, restart state.
+"""All followed files: discovery, change notifications, a fair reading order, idle timeouts, restart state.
 
-:class:`Tailer` is synchronous and clock-free: the app calls :meth:`changed` with the paths a
-watcher reported, :meth:`tick` periodically, :meth:`rescan` as a safety net for lost events,
-each with the current monotonic ``now`` and wall-clock ``wall``; every call returns the sink
-events it caused, in order.  One caller at a time (the app's reader thread).
+:class:`Tailer` is synchronous and clock-free.  It decides *which* file to look at next; the
+caller (the app's reader) does the looking, one :class:`~ringtrace.tail.follower.Slice` at a time:
+
+* :meth:`discover` (first scan and every rescan), :meth:`changed` (paths a watcher reported)
+  and :meth:`poll_active` queue files that have something to read;
+* :meth:`next_due` hands out the next file and :meth:`done` puts it back when it has more.
+  Files reported by the watcher or being written (``urgent``) come first, round-robin, so a
+  live run is never stuck behind a backlog; backlog files (found by a scan) are read one at a
+  time to their end, so few runs are open at once;
+* :meth:`vanished` and :meth:`fault` are how the caller reports a file it could not read: a
+  fault stays with its file (logged once until the file reads again), the others carry on.
+
+Every call returns the sink events it caused, in order.  One caller at a time.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from pathlib import Path
 
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import source_labels
-from ringtrace.records import FinishReason, SinkEvent
+from ringtrace.records import WANT_ALL, FinishReason, SinkEvent, Wants
 from ringtrace.tail import state as state_mod
-from ringtrace.tail.discover import Root
+from ringtrace.tail.discover import Root, walk_errors
 from ringtrace.tail.follower import Follower
 
 log = logging.getLogger("ringtrace.tail")
 
+GONE_KEPT = 10_000
+"""Generations remembered for deleted paths (a path that comes back continues its numbering)."""
+
+URGENT, BACKLOG = "urgent", "backlog"
+
 
 class Tailer:
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
-                 saved: state_mod.State | None = None) -> None:
+                 saved: state_mod.State | None = None, wants: Wants = WANT_ALL) -> None:
         self.roots = [Root(r) for r in roots]
         self.thresholds = thresholds
         self.idle_timeout = idle_timeout
+        self.wants = wants
         self.followers: dict[Path, Follower] = {}
-        self._saved = saved.files if saved is not None else {}
+        self._saved = dict(saved.files) if saved is not None else {}
+        self._gone: OrderedDict[Path, int] = OrderedDict()
         self.missing_roots: set[str] = set()
+        self._queues: dict[str, deque[Follower]] = {URGENT: deque(), BACKLOG: deque()}
+        self._queued: dict[Path, str] = {}
+        self._faulted: dict[Path, str] = {}  # path -> the fault last logged for it
+        self.faults = 0  # faults seen (each file's first of a kind is logged)
+        self._onerror = walk_errors(log)
 
     @property
     def watched(self) -> int:
@@ -42,14 +65,16 @@ class Tailer:
         points = {w for r in self.roots if (w := r.watch_dir) is not None}
         return sorted(points)
 
+    # -- followers ----------------------------------------------------------------------------
+
     def _follower(self, path: Path) -> Follower:
         f = self.followers.get(path)
         if f is None:
-            f = Follower(path, source_labels(path), self.thresholds)
+            f = Follower(path, source_labels(path), self.thresholds, self._gone.pop(path, 0), self.wants)
             log.info("following %s", path)
             saved = self._saved.pop(str(path), None)
             if saved is not None:
-                f.generation = saved.generation
+                f.generation = max(f.generation, saved.generation)
                 if saved.finished:
                     f.ident = (saved.dev, saved.ino)
                     f.finished_size, f.finished_mtime = saved.size, saved.mtime_ns
@@ -57,9 +82,68 @@ class Tailer:
             self.followers[path] = f
         return f
 
-    def rescan(self, now: float, wall: float) -> list[SinkEvent]:
-        """Find files that appeared without an event; look at every known file (finished ones too:
-        a rewrite whose events were lost or coalesced starts a new run here)."""
+    def _drop(self, f: Follower) -> None:
+        """Forget a follower whose file is gone (its generation is remembered for a comeback)."""
+        if self.followers.pop(f.path, None) is not None:
+            self._gone[f.path] = f.generation
+            while len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
+        self._queued.pop(f.path, None)
+        self._faulted.pop(f.path, None)
+
+    def _queue(self, f: Follower, which: str) -> None:
+        now_in = self._queued.get(f.path)
+        if now_in == which or (now_in == URGENT and which == BACKLOG):
+            return
+        self._queued[f.path] = which
+        self._queues[which].append(f)
+
+    def next_due(self) -> tuple[Follower, bool] | None:
+        """The next file to look at and whether it is urgent, or None when nothing is due."""
+        for which in (URGENT, BACKLOG):
+            q = self._queues[which]
+            while q:
+                f = q.popleft()
+                if self._queued.get(f.path) == which and self.followers.get(f.path) is f:
+                    del self._queued[f.path]
+                    return f, which == URGENT
+        return None
+
+    def done(self, f: Follower, more: bool, urgent: bool) -> None:
+        """``f`` was looked at; ``more`` when bytes remain.  Urgent files go round-robin, a backlog
+        file is continued first."""
+        self._faulted.pop(f.path, None)
+        if not more or self.followers.get(f.path) is not f or f.path in self._queued:
+            return
+        self._queued[f.path] = URGENT if urgent else BACKLOG
+        if urgent:
+            self._queues[URGENT].append(f)
+        else:
+            self._queues[BACKLOG].appendleft(f)
+
+    def pending(self) -> bool:
+        return bool(self._queued)
+
+    def vanished(self, f: Follower) -> list[SinkEvent]:
+        """The file could not be found: its run ends as ``deleted`` and the follower is dropped."""
+        out = f.finish("deleted", 0)
+        self._drop(f)
+        return out
+
+    def fault(self, f: Follower, err: BaseException) -> None:
+        """A file could not be read (permissions, EIO, not a regular file...): logged once per kind,
+        looked at again at the next rescan or change.  Its run stays open (idle timeout applies)."""
+        self.faults += 1
+        text = f"{type(err).__name__}: {err}"
+        if self._faulted.get(f.path) != text:
+            self._faulted[f.path] = text
+            log.error("%s: cannot read: %s (looking again at the next change or rescan)", f.path, err)
+
+    # -- what to look at ------------------------------------------------------------------------
+
+    def discover(self, now: float, wall: float) -> list[SinkEvent]:
+        """Find files that appeared without an event and stat every known one (finished ones too: a
+        rewrite whose events were lost starts a new run); what has something to read is queued."""
         out: list[SinkEvent] = []
         for root in self.roots:
             if not root.exists:
@@ -68,54 +152,63 @@ class Tailer:
                     log.warning("%s: does not exist (yet); looking again at every rescan", root.text)
                 continue
             self.missing_roots.discard(root.text)
-            for path in root.scan():
-                path = path.absolute()
+            for path in root.scan(self._onerror):
                 if path not in self.followers:
-                    out += self._follower(path).poll(now, wall)
+                    self._follower(path)
         for f in list(self.followers.values()):
-            out += f.poll(now, wall)
+            try:
+                st = os.stat(f.path)
+            except FileNotFoundError:
+                out += self.vanished(f)
+                continue
+            except OSError as err:
+                self.fault(f, err)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                if f.active:
+                    out += f.finish("rewritten", 0)
+                self.fault(f, OSError(f"{f.path}: not a regular file"))
+            elif f.pending(st):
+                self._queue(f, BACKLOG)
         return out
 
-    def poll_active(self, now: float, wall: float) -> list[SinkEvent]:
-        """Polling mode: look at every file being written.  The polling watcher compares mtimes in
+    def poll_active(self) -> None:
+        """Polling mode: queue every file being written.  The polling watcher compares mtimes in
         whole seconds, so writes within a second of the last change send no event."""
-        out: list[SinkEvent] = []
         for f in list(self.followers.values()):
             if f.active:
-                out += f.poll(now, wall)
-        return out
+                self._queue(f, URGENT)
 
-    def changed(self, paths: Iterable[str], now: float, wall: float) -> list[SinkEvent]:
-        """A watcher saw ``paths`` change (created, written, deleted)."""
-        out: list[SinkEvent] = []
+    def changed(self, paths: Iterable[str]) -> None:
+        """A watcher saw ``paths`` change (created, written, deleted): queue them first."""
         for text in sorted(set(paths)):
             path = Path(text).absolute()
             f = self.followers.get(path)
             if f is None:
-                if path.is_dir():
+                try:
+                    mode = os.lstat(path).st_mode  # a symbolic link is never followed
+                except OSError:
+                    continue  # gone again, or not ours to read
+                if stat.S_ISDIR(mode):
                     # A new directory: files created in it before the watcher saw it send no event.
-                    out += self._new_files(path, now, wall)
+                    matches = self._matches
+                    for found in Root(str(path)).scan(self._onerror, matches):
+                        if found not in self.followers:
+                            self._queue(self._follower(found), URGENT)
                     continue
-                if not path.is_file() or not any(r.matches(path) for r in self.roots):
+                if not stat.S_ISREG(mode) or not self._matches(path):
                     continue
                 f = self._follower(path)
-            out += f.poll(now, wall)
-        return out
+            self._queue(f, URGENT)
 
-    def _new_files(self, directory: Path, now: float, wall: float) -> list[SinkEvent]:
-        out: list[SinkEvent] = []
-        for dirpath, _dirs, names in os.walk(directory):
-            for name in names:
-                path = Path(dirpath, name)
-                if path not in self.followers and any(r.matches(path) for r in self.roots):
-                    out += self._follower(path).poll(now, wall)
-        return out
+    def _matches(self, path: Path) -> bool:
+        return any(r.matches(path) for r in self.roots)
 
     def tick(self, now: float) -> list[SinkEvent]:
         """Finish runs that have not changed for ``idle_timeout`` seconds."""
         out: list[SinkEvent] = []
         for f in self.followers.values():
-            if f.active and f.idle_for(now) >= self.idle_timeout:
+            if f.active and f.idle_for(now) >= self.idle_timeout and f.path not in self._queued:
                 out += f.finish("idle")
         return out
 
@@ -127,7 +220,7 @@ class Tailer:
         return out
 
     def snapshot(self) -> state_mod.State:
-        """What to save for a restart."""
+        """What to save for a restart: the files that exist now (saved entries not yet seen are kept)."""
         files: dict[str, state_mod.FileState] = {}
         for path, f in self.followers.items():
             if f.ident is None:

@@ -1,0 +1,92 @@
+"""``PrometheusSink.render``: finished runs' lines cached, byte-identical to a fresh collection in both
+formats, expiring with their runs, and never failing on labels that are not UTF-8."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+from prometheus_client.parser import text_string_to_metric_families
+
+from ringtrace.diagnose import Thresholds
+from ringtrace.layout import source_labels
+from ringtrace.records import Labels, Source
+from ringtrace.run import Run
+from ringtrace.sinks.prometheus import PrometheusSink
+from tests.sinks.test_prometheus import FLOW, PAGED, SAMPLE_FILES, Clock, events_of, fed
+
+OM_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+
+
+def same_as_fresh(sink: PrometheusSink) -> bytes:
+    """Both formats of ``render`` equal prometheus_client's encoders over the registry; returns the text."""
+    text, ctype = sink.render("")
+    assert ctype.startswith("text/plain")
+    assert text == generate_latest(sink.registry)
+    om, ctype = sink.render(OM_ACCEPT)
+    assert ctype.startswith(OPENMETRICS.split(";")[0])
+    assert om == generate_openmetrics(sink.registry)
+    list(parse_openmetrics(om.decode()))  # strict parser: one EOF, families not repeated
+    return text
+
+
+def test_finished_runs_render_like_a_fresh_collection_and_are_cached() -> None:
+    sink = fed(SAMPLE_FILES)
+    first = same_as_fresh(sink)
+    assert b'ringtrace_wedged_scopes{' in first
+    assert all(st.lines is not None for st in sink._runs.values())  # formatted once...
+    assert same_as_fresh(sink) == first  # ...and reused
+
+
+def test_open_runs_are_collected_per_scrape_beside_cached_ones() -> None:
+    clock = Clock(0.0)
+    sink = fed([PAGED], clock=clock)
+    run = Run(Source(str(FLOW), source_labels(FLOW)), Thresholds())
+    data = FLOW.read_bytes()
+    for ev in run.feed(data[: len(data) // 2]):
+        sink.receive(ev)
+    half = same_as_fresh(sink)
+    for ev in run.feed(data[len(data) // 2:]):
+        sink.receive(ev)
+    whole = same_as_fresh(sink)
+    assert half != whole  # the open run's figures moved
+    open_state = sink._runs[str(FLOW)]
+    assert open_state.final is None and open_state.lines is None
+
+
+def test_an_expired_run_leaves_both_formats() -> None:
+    clock = Clock(1000.0)
+    sink = fed([PAGED, FLOW], clock=clock, series_ttl=900.0)
+    run = PAGED.parts[-3]
+    assert f'run="{run}"'.encode() in same_as_fresh(sink)
+    clock.now += 900.0
+    text = same_as_fresh(sink)
+    assert f'run="{run}"'.encode() not in text
+    assert b'run="' not in sink.render(OM_ACCEPT)[0]
+
+
+def test_a_path_that_is_not_utf8_is_exposed_with_replacement_characters() -> None:
+    raw = os.fsdecode(b"/data/build_output/caf\xe9_run/dfx_outputs/scope_stats/scope_stats.jsonl")
+    src = Source(raw, Labels(run=os.fsdecode(b"caf\xe9_run")))
+    sink = PrometheusSink(clock=Clock())
+    for ev in events_of(PAGED.read_bytes(), src, 1 << 20):
+        sink.receive(ev)
+    text = same_as_fresh(sink).decode()
+    runs = {s.labels.get("run") for fam in text_string_to_metric_families(text) for s in fam.samples}
+    assert "caf\ufffd_run" in runs
+
+
+def test_rendering_many_finished_runs_reuses_their_lines(tmp_path: Path) -> None:
+    clock = Clock(0.0)
+    sink = PrometheusSink(clock=clock)
+    data = PAGED.read_bytes()
+    for i in range(300):
+        for ev in events_of(data, Source(f"/t/r{i}/scope_stats/scope_stats.jsonl", Labels(run=f"r{i}")), 1 << 20):
+            sink.receive(ev)
+    body = same_as_fresh(sink)
+    assert body.count(b"ringtrace_run_scopes{") == 300
+    assert sum(st.lines is not None for st in sink._runs.values()) == 300
