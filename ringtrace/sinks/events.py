@@ -6,7 +6,7 @@ from typing import IO
 
 import msgspec
 
-from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
 
 
@@ -14,6 +14,7 @@ class EventsSink:
     """Writes to ``stream`` (owned by the caller unless ``owns`` is set).  Line-buffered writes only."""
 
     name = "events"
+    wants = WANT_SUMMARIES
 
     def __init__(self, stream: IO[bytes], owns: bool = False) -> None:
         self._stream = stream

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ringtrace.diagnose import fmt_amount
-from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -61,6 +61,7 @@ class SummarySink:
     """Collects finished runs for a final report.  ``receive`` only appends; never blocks."""
 
     name = "summary"
+    wants = WANT_SUMMARIES
 
     def __init__(self) -> None:
         self.finished: list[RunFinished] = []
