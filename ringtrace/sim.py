@@ -1,19 +1,31 @@
 """A small simulator of the simpler runtime's four rings, writing ``scope_stats.jsonl`` files.
 
-Modelled on the user guide (§1-§2, §5) and the real files in ``tests/fixtures/samples``:
+Modelled on the user guide (§1-§2, §5), the "Sizing facts" of ``scope-stats-format.md`` and the
+real files in ``tests/fixtures/samples``:
 
 * scope depth selects the ring, ``ring = min(depth, 3)``; the depth-0 root scope has site
   ``(unknown):0``, the others ``<program>_orch.cpp:<line>``;
 * every task takes one task-window slot, a heap block and some dep-pool entries on the ring
   of the scope that submits it; the tensormap counts live tasks (global, ``tensormap_max``;
   an entry leaves it when its task is reclaimed on its ring, and a full tensormap wedges);
-* a scope's tasks become reclaimable when the scope ends (consumers are taken as finished);
-  reclaim is strictly FIFO per ring (the tails follow the oldest live task) and happens only
-  when an allocation does not fit (the allocator has to wait).  A ring buffer never fills
-  completely: the task window and the heap hold at most ``cap - 1``; the dep pool ``cap``;
+* a task's block becomes reclaimable when its scope has ended *and* its consumers have run:
+  consumers are taken as finished at once, except a loop-carried value (``Scenario.carry``):
+  the first task of a scope at that depth is read by the first task of the next sibling scope,
+  so it stays live (and, FIFO, pins everything behind it) until that task is submitted;
+* reclaim is strictly FIFO per ring (the tails follow the oldest live task) and happens only
+  when an allocation does not fit (the allocator has to wait);
+* a task window of N holds at most N - 1 live tasks; the dep pool holds ``cap`` entries;
+* the heap is a ring of ``cap`` bytes: a block never straddles its end (an allocation that
+  would is placed at the start, and the bytes skipped at the end count as allocated until
+  that block is reclaimed: the head counter moves past them), and the allocator needs
+  strictly more free bytes than the request (``used + skipped + request < cap``);
 * when an allocation does not fit even after reclaiming everything reclaimable, the run
   wedges: recording stops, the open scopes stay open (only their begins are in the file), and
   the metadata says ``"fatal": false`` unless the scenario asks for a fatal.
+
+Whether a program completes therefore depends on each (ring, resource) separately, and
+:func:`accepted` says whether the capacities are ones the runtime accepts (task window a
+power of two >= 4, dep pool >= 4, heap a multiple of 1 KiB); the simulator itself runs any.
 
 Counters as in real files: ``*_start`` is the tail, ``*_end`` the head; the heap counts
 cumulative bytes (version 6) or wraps modulo ``heap_max[ring]`` (versions 4 and 5); the dep
@@ -75,12 +87,29 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     tensormap_max: int = 65536
     fatal: bool = False  # the metadata says "fatal": true (a latched runtime fatal)
     drop_rate: float = 0.0  # share of records the collector drops (omitted; counted in "dropped")
+    carry: int = 0  # depth (>= 1) whose scopes pass a value to the next sibling scope (0: none)
 
     def __post_init__(self) -> None:
         if len(self.tasks) != len(self.loops) + 1:
             raise ValueError(f"tasks needs {len(self.loops) + 1} entries (depth 0..{len(self.loops)})")
         if len(self.loops) > 64 or not 0 <= self.drop_rate < 1 or not 0 <= self.after <= 1:
             raise ValueError("nesting over 64, or drop_rate outside [0, 1), or after outside [0, 1]")
+        if not 0 <= self.carry <= len(self.loops):
+            raise ValueError(f"carry must be a scope depth in 1..{len(self.loops)} (or 0)")
+
+
+def accepted(scn: Scenario) -> list[str]:
+    """Why the runtime would refuse ``scn``'s capacities at set-up (empty: it accepts them)."""
+    out: list[str] = []
+    for ring in range(RINGS):
+        tw, heap, dep = scn.task_window_max[ring], scn.heap_max[ring], scn.dep_pool_max[ring]
+        if tw < 4 or tw & (tw - 1):
+            out.append(f"ring {ring}: task window {tw} is not a power of two >= 4")
+        if heap < 1024 or heap % 1024:
+            out.append(f"ring {ring}: heap {heap} is not a multiple of 1 KiB")
+        if dep < 4:
+            out.append(f"ring {ring}: dep pool {dep} is under 4")
+    return out
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -100,23 +129,48 @@ Rec = tuple[str, str, int, int, int, int, int, int, int, int, int]
 
 
 class _Frame:
+    """What keeps a task's block live: its scope (``closed`` at scope end)."""
+
     __slots__ = ("closed",)
 
     def __init__(self) -> None:
         self.closed = False
 
 
+class _Carried(_Frame):
+    """A loop-carried value's task: reclaimable once its scope ended and its consumer ran."""
+
+    __slots__ = ("consumed", "ended")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended = self.consumed = False
+
+    def end(self) -> None:
+        self.ended = True
+        self.closed = self.consumed
+
+    def consume(self) -> None:
+        self.consumed = True
+        self.closed = self.ended
+
+
 class _Ring:
-    __slots__ = ("dcap", "dh", "dt", "fifo", "hcap", "hh", "ht", "tcap", "th", "tt")
+    __slots__ = ("dcap", "dh", "dt", "fifo", "hh", "hsize", "ht", "tcap", "th", "tt")
 
     def __init__(self, tw: int, heap: int, dep: int) -> None:
-        self.tcap, self.hcap, self.dcap = tw - 1, heap - 1, dep  # usable room (see module docstring)
+        self.tcap, self.hsize, self.dcap = tw - 1, heap, dep  # usable room (see module docstring)
         self.tt = self.th = self.ht = self.hh = 0
         self.dt = self.dh = 1  # dep-pool entry 0 is reserved
-        self.fifo: deque[tuple[_Frame, int, int]] = deque()  # live tasks, oldest first
+        self.fifo: deque[tuple[_Frame, int, int]] = deque()  # live tasks (frame, heap footprint, deps), oldest
+
+    def skip(self, nbytes: int) -> int:
+        """Bytes skipped at the ring's end before a block of ``nbytes`` (it may not straddle the end)."""
+        off = self.hh % self.hsize
+        return self.hsize - off if off + nbytes > self.hsize else 0
 
     def fits(self, nbytes: int, ndeps: int) -> bool:
-        return (self.th + 1 - self.tt <= self.tcap and self.hh + nbytes - self.ht <= self.hcap
+        return (self.th + 1 - self.tt <= self.tcap and self.hh + self.skip(nbytes) + nbytes - self.ht < self.hsize
                 and self.dh + ndeps - self.dt <= self.dcap)
 
 
@@ -128,6 +182,7 @@ class _Engine:
         self.rng = random.Random(scn.seed)
         self.rings = [_Ring(scn.task_window_max[i], scn.heap_max[i], scn.dep_pool_max[i]) for i in range(RINGS)]
         self.tensors = 0
+        self.carried: _Carried | None = None  # the latest loop-carried value, read by the next sibling
         self.failure: tuple[int, int, Resource, int] | None = None  # ring, depth, resource, orch_error_code
         base = f"{scn.program}_orch.cpp"[:31]
         lines = random.Random(f"{scn.seed}:sites")
@@ -145,31 +200,43 @@ class _Engine:
         r = self.rings[rn]
         return (site, phase, depth, rn, r.tt, r.th, r.ht, r.hh, r.dt, r.dh, self.tensors)
 
-    def _scope(self, depth: int, index: int, layer: int) -> Iterator[Rec]:
+    def _scope(self, depth: int, index: int, layer: int, last: bool = True) -> Iterator[Rec]:
         scn, rn = self.scn, min(depth, RINGS - 1)
         names = self.site_names[depth]
         site, frame = names[index % len(names)], _Frame()
         scale, n = 1.0 + scn.growth * layer, scn.tasks[depth]
         post = round(n * scn.after)
+        carried: _Carried | None = None
+        if depth == scn.carry and n:
+            carried = _Carried()
+            if last:  # nothing reads the last sibling's value: only its scope holds it
+                carried.consume()
         yield self._sample(site, "begin", depth, rn)
-        if not self._submit(rn, depth, frame, n - post, scale):
+        if not self._submit(rn, depth, frame, n - post, scale, carried):
             return
         if depth < len(scn.loops):
             for i in range(scn.loops[depth]):
-                yield from self._scope(depth + 1, i, i if depth == 0 else layer)
+                yield from self._scope(depth + 1, i, i if depth == 0 else layer, i == scn.loops[depth] - 1)
                 if self.failure is not None:
                     return
-        if not self._submit(rn, depth, frame, post, scale):
+        if not self._submit(rn, depth, frame, post, scale, carried if n - post == 0 else None):
             return
         yield self._sample(site, "end", depth, rn)
         frame.closed = True
+        if carried is not None:
+            carried.end()
 
-    def _submit(self, rn: int, depth: int, frame: _Frame, count: int, scale: float) -> bool:
-        """Allocate ``count`` tasks on ring ``rn``; False (and ``failure`` set) when the run wedges."""
+    def _submit(self, rn: int, depth: int, frame: _Frame, count: int, scale: float,
+                carried: _Carried | None = None) -> bool:
+        """Allocate ``count`` tasks on ring ``rn``; False (and ``failure`` set) when the run wedges.
+
+        With ``carried``, the first task's block is that loop-carried value, and the task reads
+        the previous sibling's value (which can then be reclaimed).
+        """
         ring, rand, fifo = self.rings[rn], self.rng.random, self.rings[rn].fifo
         k0, kspan = self.kib
         d0, dspan = self.deps
-        for _ in range(count):
+        for i in range(count):
             nbytes = int((k0 + int(rand() * kspan)) * scale) << 10
             ndeps = d0 + int(rand() * dspan)
             if not ring.fits(nbytes, ndeps):
@@ -180,9 +247,16 @@ class _Engine:
             if self.tensors >= self.scn.tensormap_max:
                 self.failure = (rn, depth, "tensormap", 11)
                 return False
-            fifo.append((frame, nbytes, ndeps))
+            footprint = ring.skip(nbytes) + nbytes
+            if carried is not None and i == 0:
+                fifo.append((carried, footprint, ndeps))
+                if self.carried is not None:
+                    self.carried.consume()
+                self.carried = carried
+            else:
+                fifo.append((frame, footprint, ndeps))
             ring.th += 1
-            ring.hh += nbytes
+            ring.hh += footprint
             ring.dh += ndeps
             self.tensors += 1
         return True
@@ -198,7 +272,7 @@ class _Engine:
 
     @staticmethod
     def _why(ring: _Ring, frame: _Frame, nbytes: int, ndeps: int) -> tuple[Resource, int]:
-        if ring.hh + nbytes - ring.ht > ring.hcap:
+        if ring.hh + ring.skip(nbytes) + nbytes - ring.ht >= ring.hsize:
             return "heap", 2
         if ring.dh + ndeps - ring.dt > ring.dcap:
             return "dep_pool", 4

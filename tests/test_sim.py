@@ -358,3 +358,62 @@ def test_generate_bytes_hits_the_target(tmp_path: Path) -> None:
     got = read(path)
     assert got.obj["complete"] and got.obj["wedged"] == [] and got.obj["parse_errors"] == 0
     assert check_fifo(got.records, sim.bench_scenario(3 << 20, seed=5)) > 0  # realistic: rings do reclaim
+
+
+# -- sizing rules (the "Sizing facts" of scope-stats-format.md) -------------------------------
+
+
+def _one_ring(**kw: Any) -> sim.Scenario:
+    """Layers under the root, each a depth-1 scope of ``tasks`` 1 KiB tasks on ring 1."""
+    base: dict[str, Any] = {"name": "rules", "loops": (6,), "tasks": (0, 4), "tensor_bytes": (1024, 1024),
+                            "deps": (1, 1)}
+    base.update(kw)
+    return sim.Scenario(**base)
+
+
+def _ring1(field: str, value: int, scn: sim.Scenario) -> sim.Scenario:
+    caps = list(getattr(scn, field))
+    caps[1] = value
+    return msgspec.structs.replace(scn, **{field: tuple(caps)})
+
+
+def test_a_window_of_n_holds_n_minus_1_tasks() -> None:
+    scn = _one_ring(tasks=(0, 7))
+    assert not sim.outcome(_ring1("task_window_max", 8, scn)).wedged
+    out = sim.outcome(_ring1("task_window_max", 7, scn))  # 7 slots hold only 6 of the scope's 7 tasks
+    assert (out.wedged, out.ring, out.resource, out.orch_error_code) == (True, 1, "task_window", 1)
+
+
+def test_heap_needs_strictly_more_than_the_request_and_never_straddles_the_end() -> None:
+    scn = _one_ring(tasks=(0, 3))  # each scope holds 3 KiB (three 1 KiB blocks) until it exits
+    assert sim.outcome(_ring1("heap_max", 3 * 1024, scn)).resource == "heap"  # 3 KiB free for 3 KiB: not enough
+    # 3 KiB + 1: the second scope's first block would straddle the end, so it goes to the start and the
+    # skipped byte stays allocated; its third block then finds exactly 1 KiB free: not enough either
+    for size in (3 * 1024 + 1, 3 * 1024 + 512, 4 * 1024 - 1):
+        out = sim.outcome(_ring1("heap_max", size, scn))
+        assert (out.wedged, out.resource, out.orch_error_code) == (True, "heap", 2), size
+    assert not sim.outcome(_ring1("heap_max", 4 * 1024, scn)).wedged  # at most 3 KiB live, yet 4 KiB is the need
+    assert sim.accepted(_ring1("heap_max", 3 * 1024 + 512, scn)) == ["ring 1: heap 3584 is not a multiple of 1 KiB"]
+
+
+def test_dep_pool_can_be_the_limit() -> None:
+    scn = _one_ring(tasks=(0, 5), deps=(2, 2))
+    assert not sim.outcome(_ring1("dep_pool_max", 10, scn)).wedged
+    out = sim.outcome(_ring1("dep_pool_max", 9, scn))
+    assert (out.wedged, out.ring, out.resource, out.orch_error_code) == (True, 1, "dep_pool", 4)
+
+
+def test_a_carried_value_keeps_the_previous_scope_live() -> None:
+    plain, carry = _one_ring(tasks=(0, 4)), _one_ring(tasks=(0, 4), carry=1)
+    # without the carry, 4 KiB + 1 byte of room is enough: each scope's blocks go at its exit
+    assert not sim.outcome(_ring1("heap_max", 5 * 1024, plain)).wedged
+    # with it, the next scope's first task is submitted while the whole previous scope is still live
+    assert sim.outcome(_ring1("heap_max", 5 * 1024, carry)).resource == "heap"
+    assert not sim.outcome(_ring1("heap_max", 6 * 1024, carry)).wedged
+
+
+def test_accepted_capacities() -> None:
+    assert sim.accepted(sim.named("tight")) == []
+    bad = msgspec.structs.replace(sim.named("tight"), task_window_max=(8, 6, 16, 2), dep_pool_max=(64, 3, 256, 512))
+    assert sim.accepted(bad) == ["ring 1: task window 6 is not a power of two >= 4",
+                                 "ring 1: dep pool 3 is under 4", "ring 3: task window 2 is not a power of two >= 4"]
