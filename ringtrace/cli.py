@@ -26,7 +26,9 @@ from typing import Any
 from rich.console import Console
 
 from ringtrace import config as config_mod
+from ringtrace import hostlog_cli
 from ringtrace.config import Config, ConfigError
+from ringtrace.hostlog import is_log_only
 from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
 from ringtrace.records import RESOURCES, RunFinished
@@ -39,7 +41,14 @@ MAX_PROBLEMS_SHOWN = 20
 
 
 def _add_paths(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="scope_stats files or directories to search")
+    _add_host_log(p)
+
+
+def _add_host_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-log", action="append", dest="host_logs", default=[], metavar="FILE",
+                   help="the runtime's host log of a run (repeatable, globs allowed): confirms the error code, "
+                        "reports a failed run that left no scope_stats file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
+    p.add_argument("--expect", action="append", default=[], metavar="RES=SIZE,...",
+                   help="ring sizes the run must have used, e.g. task_window=16,heap=(0,0,2G,0) (0: compile "
+                        "default); compared with the metadata and the host log's 'Ring buffer sizes'")
 
     p = sub.add_parser("watch", parents=[common],
                        help="follow scope_stats files across build trees as they are written")
@@ -88,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("convert", parents=[common], help="scope timelines as a Perfetto trace and/or OTLP spans")
     p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories (all into one trace)")
+    _add_host_log(p)
     p.add_argument("-o", "--output", metavar="FILE", help="the Perfetto trace to write (e.g. run.pftrace)")
     p.add_argument("--format", dest="perfetto_format", choices=config_mod.literal_choices("perfetto_format"),
                    help="proto (native TrackEvent, default) or chrome-json (small traces)")
@@ -122,9 +135,12 @@ def _err(console: Console, text: str) -> None:
     console.print(f"ringtrace: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console) -> tuple[SummarySink, bool]:
+def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
+          host_logs: Sequence[str] = ()) -> tuple[SummarySink, bool]:
     """Read every input into a summary sink (+ ``sinks``); returns it and whether all input was readable."""
     files, errors = find_sources(paths)
+    plan, errors = hostlog_cli.plan_for_read(host_logs, paths, files, errors)
+    logs = plan.for_file if plan else None
     summary = SummarySink()
     fanout = FanOut([summary, *sinks])
     total = sum(f.stat().st_size for f in files if f.exists())
@@ -133,14 +149,17 @@ def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console) -> tup
 
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task("reading", total=total)
-            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n))
+            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), logs)
     else:
-        errors += read_files(files, fanout, cfg.thresholds)
+        errors += read_files(files, fanout, cfg.thresholds, host_logs=logs)
+    if plan is not None:
+        fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
+        errors += plan.problems + plan.notes  # printed; the problems and notes alone do not fail the read
     fanout.flush()
     fanout.close()
     for text in errors:
         _err(err, text)
-    ok = not errors
+    ok = len(errors) == (len(plan.problems) + len(plan.notes) if plan else 0)
     for fin in summary.finished:
         _report_problems(fin, err)
         if _unreadable(fin):
@@ -153,6 +172,8 @@ def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console) -> tup
 
 
 def _unreadable(fin: RunFinished) -> bool:
+    if is_log_only(fin):
+        return False
     return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version") for p in fin.problems) or (
         fin.summary.records == 0 and fin.summary.meta is None)
 
@@ -171,7 +192,7 @@ def _report_problems(fin: RunFinished, err: Console) -> None:
 
 
 def cmd_summary(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
-    summary, ok = _read(args.paths, cfg, [], err)
+    summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
     else:
@@ -197,19 +218,24 @@ def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
-    summary, ok = _read(args.paths, cfg, [], err)
+    try:
+        expect = hostlog_cli.parse_expect(args.expect) if args.expect else None
+    except hostlog_cli.ExpectError as e:
+        _err(err, str(e))
+        return EXIT_INPUT
+    summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
     for fin in summary.finished:
-        reasons = check_failures(fin, cfg)
+        reasons = check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect)
         failed = failed or bool(reasons)
         # without its metadata line (fatal flag, capacities) a file cannot be assessed: never "ok"
-        unassessed = _unreadable(fin) or fin.summary.meta is None
+        unassessed = _unreadable(fin) or (fin.summary.meta is None and not is_log_only(fin))
         if unassessed:
             ok = False
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
-        out.print(f"{status} {fin.source.path}" + "".join(f"\n  {r}" for r in reasons), markup=False,
+        out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:
         return EXIT_INPUT
@@ -273,7 +299,7 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
     except ValueError as e:  # the SDK exporter rejects a bad OTEL_EXPORTER_OTLP_* value
         _err(err, f"cannot set up OTLP export: {e}")
         return EXIT_INPUT
-    summary, ok = _read(args.paths, cfg, sinks, err)
+    summary, ok = _read(args.paths, cfg, sinks, err, args.host_logs)
     if perfetto is not None:
         if perfetto.error is not None:
             _err(err, f"{args.output}: cannot write: {perfetto.error.strerror or perfetto.error}")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ringtrace.records import Finding, OpenScope, Peak, RunSummary, Usage
+from ringtrace.records import RESOURCES, Finding, HostLog, Meta, OpenScope, Peak, RunSummary, Usage
 
 ORCH_ERRORS = {
     1: ("SCOPE_DEADLOCK", "split the scope, or raise ring_task_window"),
@@ -50,19 +50,28 @@ def _pct(ratio: float | None) -> str:
 
 
 def diagnose(s: RunSummary, th: Thresholds | None = None,
-             open_usage: Sequence[tuple[Usage | None, ...]] = ()) -> tuple[Finding, ...]:
+             open_usage: Sequence[tuple[Usage | None, ...]] = (), host_log: HostLog | None = None
+             ) -> tuple[Finding, ...]:
     """All findings for ``s``, most severe first.
 
     ``open_usage`` (from :meth:`Pairer.open_usage`, aligned with ``s.wedged``) lets the wedge rule
     see what the wedged scopes allocated themselves; without it SCOPE_DEADLOCK is told from
     FLOW_CONTROL_DEADLOCK by the number of open scopes on the ring only.
+
+    ``host_log``, the run's host log: its code confirms (or contradicts) the wedge's likely code;
+    a failure it reports with no wedge in the records (or with no records at all) is ``failed``;
+    ring sizes that differ from the metadata's are ``ring_sizes_mismatch``.
     """
     th = th or Thresholds()
     out: list[Finding] = []
     if s.wedged:
         inner_usage = open_usage[-1] if len(open_usage) == len(s.wedged) else None
-        out.append(_wedged(s, s.wedged, th, inner_usage))
+        out.append(_wedged(s, s.wedged, th, inner_usage, host_log))
+    elif host_log is not None and host_log.failed:
+        out.append(_failed(s, host_log))
     meta = s.meta
+    if host_log is not None and meta is not None:
+        out.extend(_sizes_mismatch(meta, host_log))
     if meta is not None and meta.fatal:
         out.append(Finding("fatal", "error",
                            "a fatal was latched mid-run (\"fatal\": true): records after it are diagnostic only"))
@@ -215,10 +224,78 @@ def _capacities(s: RunSummary, ring: int) -> str:
     return ", ".join(caps) if caps else "not in the metadata"
 
 
+def describe_log(log: HostLog) -> str:
+    """The log's error in a line: ``orch_error_code=2 HEAP_RING_DEADLOCK on ring 3, requested 1.0 KiB, ring full``."""
+    code = log.orch_error_code
+    text = (f"orch_error_code={code} {log.error_name or 'unknown'}" if code is not None else
+            (log.fatal_lines or log.run_status or ("a failure",))[0])
+    note = (" (named only by the scheduler's 'Fatal error' line: the process ended before the orch_error_code line)"
+            if log.code_source == "fatal_error" else "")
+    d = log.deadlock
+    if d is None:
+        return text + note
+    if d.ring is not None:
+        text += f" on ring {d.ring}"
+    if d.kind == "heap" and d.requested_bytes is not None:
+        text += f", requested {fmt_amount('heap', d.requested_bytes)}"
+        if d.heap_size is not None and d.requested_bytes > d.heap_size:
+            text += f", more than the whole ring ({fmt_amount('heap', d.heap_size)})"
+        elif d.heap_available is not None and d.heap_available <= d.requested_bytes:
+            text += f", ring full ({fmt_amount('heap', d.heap_available)} free)"
+    elif d.kind == "task_window" and d.task_active is not None and d.task_size:
+        text += f", {d.task_active}/{d.task_size} task slots in use"
+        if d.task_active >= d.task_size - 1:
+            text += ", ring full (a window of N holds N - 1 tasks)"
+    elif d.kind == "dep_pool" and d.pool_used is not None:
+        text += f", dep pool {d.pool_used}/{d.pool_size} in use"
+        if d.pool_needed is not None:
+            text += f", {d.pool_needed} entries needed"
+    return text + note
+
+
+def _where(log: HostLog) -> str:
+    line = log.deadlock.line if log.deadlock is not None else 0
+    return f"{log.path}:{line}" if line else log.path
+
+
+def _failed(s: RunSummary, log: HostLog) -> Finding:
+    code = log.orch_error_code
+    text = f"the host log reports {describe_log(log)} ({_where(log)})"
+    if s.meta is None and s.records == 0:
+        text += (". No scope_stats records exist for this run (the runtime's simulator writes none for a failed "
+                 "run, nor does a process that dies in a hang)")
+        if log.not_written:
+            text += f"; the log says {log.not_written[0]} was not written"
+    else:
+        text += ", although the records show no scope left open"
+    if code in ORCH_ERRORS:
+        text += f": {ORCH_ERRORS[code][1]}"
+    return Finding("failed", "error", text, log.ring, None, None, code, None, True)
+
+
+def _sizes_mismatch(meta: Meta, log: HostLog) -> list[Finding]:
+    sizes = log.ring_sizes
+    if sizes is None:
+        return []
+    diffs: list[str] = []
+    for res in RESOURCES:
+        from_meta: tuple[int, ...] = getattr(meta, f"{res}_max")
+        from_log: tuple[int, ...] = getattr(sizes, res)
+        for ring, (m, g) in enumerate(zip(from_meta, from_log, strict=False)):
+            if m != g:
+                diffs.append(f"ring {ring} {res} {fmt_amount(res, g)} in the log, {fmt_amount(res, m)} in the metadata")
+    if not diffs:
+        return []
+    return [Finding("ring_sizes_mismatch", "warning",
+                    f"the host log's 'Ring buffer sizes' line ({log.path}:{sizes.line}) and the metadata line "
+                    f"disagree: {'; '.join(diffs)}: the log and the records may be from different runs")]
+
+
 def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
-            usage: tuple[Usage | None, ...] | None) -> Finding:
+            usage: tuple[Usage | None, ...] | None, log: HostLog | None = None) -> Finding:
     inner = wedged[-1]
     code, peak, ratio = likely_error(s, inner, th, usage)
+    log_code = log.orch_error_code if log is not None else None
     text = (f"run wedged in scope {inner.site} (depth {inner.depth}, ring {inner.ring}, begin at line "
             f"{inner.line}); {len(wedged)} scope(s) never closed")
     if code is not None:
@@ -231,11 +308,34 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
         else:
             held = f"tensormap at {_pct(ratio)} of capacity"
         text += f". Likely orch_error_code={code} {name} ({held}): {move}"
-    else:
+    elif log_code is None:
         text += (f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it); "
                  f"look for orch_error_code= in the host log. Ring {inner.ring} capacities: "
                  f"{_capacities(s, inner.ring)}")
+    else:
+        text += f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it)"
+    confirmed: bool | None = None
+    if log is not None and log_code is not None:
+        said = f"{describe_log(log)} ({_where(log)})"
+        if code is None or code == log_code:
+            confirmed = True
+            text += f". {'Confirmed' if code == log_code else 'Named'} by the host log: {said}"
+            if code is None and log_code in ORCH_ERRORS:
+                text += f": {ORCH_ERRORS[log_code][1]}"
+        else:
+            confirmed = False
+            text += (f". The host log disagrees: it says {said}, the records suggested orch_error_code={code} "
+                     f"{ORCH_ERRORS[code][0]}; the log is the runtime's own word")
+            if log_code in ORCH_ERRORS:
+                text += f": {ORCH_ERRORS[log_code][1]}"
+        if log.ring is not None and log.ring != inner.ring:
+            text += f" (the log names ring {log.ring}, the innermost open scope is on ring {inner.ring})"
+    elif log is not None and log.failed:
+        text += f". The host log reports a failure without an error code: {describe_log(log)}"
     if s.meta is not None and not s.meta.fatal:
         text += '. "fatal" is false, as deadlocks leave it'
     resource = "tensormap" if code == 11 else peak.resource if peak else None
-    return Finding("wedged", "error", text, inner.ring, resource, inner.site, code, ratio if code else None)
+    fill = ratio if code else None
+    if confirmed is not None and log_code != code:  # the log's code wins; the records' fill was another resource's
+        code, fill, resource = log_code, None, None
+    return Finding("wedged", "error", text, inner.ring, resource, inner.site, code, fill, confirmed)

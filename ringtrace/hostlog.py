@@ -27,8 +27,20 @@ import re
 
 import msgspec
 
-from ringtrace.diagnose import ORCH_ERRORS
-from ringtrace.records import Deadlock, HostLog, Problem, RingSizes, Severity
+from ringtrace.diagnose import ORCH_ERRORS, Thresholds, diagnose
+from ringtrace.records import (
+    Deadlock,
+    HostLog,
+    Labels,
+    Problem,
+    RingSizes,
+    RunFinished,
+    RunStarted,
+    RunSummary,
+    Severity,
+    Source,
+    TensormapPeak,
+)
 
 MAX_LINE = 64 << 10
 """Longer lines are cut to this many bytes before matching (a log line worth reading is short)."""
@@ -345,3 +357,18 @@ def parse_host_log(path: str, data: bytes) -> tuple[HostLog, ...]:
     p = HostLogParser(path)
     p.feed(data)
     return p.finish()
+
+
+def log_only_run(log: HostLog, labels: Labels, thresholds: Thresholds | None = None
+                 ) -> tuple[RunStarted, RunFinished]:
+    """A run known from its host log alone (no scope_stats file): ``source.path`` is "", no records,
+    and the findings :func:`ringtrace.diagnose.diagnose` gives the log (``failed`` when it reports one)."""
+    summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
+    source = Source("", labels)
+    return (RunStarted(source, None),
+            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log))
+
+
+def is_log_only(fin: RunFinished) -> bool:
+    """``fin`` is a run known from its host log alone."""
+    return not fin.source.path and fin.host_log is not None

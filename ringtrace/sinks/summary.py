@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.diagnose import fmt_amount
-from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.diagnose import describe_log, fmt_amount
+from ringtrace.records import WANT_SUMMARIES, HostLog, RunFinished, SinkEvent
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -28,7 +29,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
     s, src = fin.summary, fin.source
     meta = s.meta
     return {
-        "path": src.path,
+        "path": src.path or None,  # None: a run known from its host log alone
         "labels": {"run": src.labels.run, "rank": src.labels.rank, "dispatch": src.labels.dispatch,
                    "program": src.labels.program},
         "version": meta.version if meta else None,
@@ -51,9 +52,29 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
         ],
         "tensormap": {"capacity": s.tensormap.capacity, "peak": s.tensormap.peak, "peak_site": s.tensormap.peak_site},
         "wedged": [{"site": w.site, "depth": w.depth, "ring": w.ring, "line": w.line} for w in s.wedged],
-        "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message} for f in fin.findings],
+        "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message,
+                      **({"confirmed": f.confirmed} if f.rule == "wedged" else {})} for f in fin.findings],
         "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
                      for p in fin.problems],
+        "host_log": host_log_object(fin.host_log),
+    }
+
+
+def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
+    """The ``host_log`` member of a file object (README "Host logs"); None where the log does not say."""
+    if log is None:
+        return None
+    sizes = log.ring_sizes
+    return {
+        "path": log.path, "rank": log.rank, "orch_error_code": log.orch_error_code, "code_source": log.code_source,
+        "error_name": log.error_name, "error_detail": log.error_detail, "error_hint": log.error_hint,
+        "ring": log.ring, "requested_bytes": log.requested_bytes,
+        "ring_sizes": None if sizes is None else {
+            "task_window": list(sizes.task_window), "heap": list(sizes.heap), "dep_pool": list(sizes.dep_pool)},
+        "deadlock": msgspec.to_builtins(log.deadlock) if log.deadlock is not None else None,
+        "fatal_lines": list(log.fatal_lines), "run_status": list(log.run_status), "not_written": list(log.not_written),
+        "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
+                     for p in log.problems],
     }
 
 
@@ -87,12 +108,21 @@ class SummarySink:
 def render_run(console: Console, fin: RunFinished) -> None:
     """One run as a header, a per-ring table, wedged scopes and findings."""
     s, meta = fin.summary, fin.summary.meta
-    head = f"[bold]{escape(fin.source.path)}[/bold]"  # paths and sites are data, never markup
+    log = fin.host_log
+    name = fin.source.path or (f"(no scope_stats file; host log {log.path})" if log else "")
+    head = f"[bold]{escape(name)}[/bold]"  # paths and sites are data, never markup
     if meta is not None:
         head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
                  f"fatal {str(meta.fatal).lower()}  complete {str(s.complete).lower()}")
     head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
              f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
+    if log is not None:
+        said = describe_log(log) if log.failed else "no failure reported"
+        head += f"\n  host log {escape(log.path)}: {escape(said)}"
+        if log.ring_sizes is not None:
+            rs = log.ring_sizes
+            head += escape(f"\n  host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
+                           f"dep_pool={list(rs.dep_pool)}")
     console.print(head)
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("ring", "resource", "capacity", "high water", "use", "live at exit", "largest alloc", "peak site"):
