@@ -10,7 +10,8 @@ A sink is three methods, called from one thread (the app's sink worker, or the c
 * ``close()``: release resources; no calls follow.
 
 :class:`FanOut` delivers each event to every sink and survives a failing one: the failure is
-logged and counted per sink, and the other sinks and the reader carry on.
+logged and counted per sink (each error of an :class:`ExceptionGroup` counts), and the other
+sinks and the reader carry on.  A sink that cannot write an output raises, so it is counted.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ class FanOut:
             else:
                 sink.receive(event)
         except Exception as err:  # a sink's bug must not stop the reader or the other sinks
-            self.errors[sink.name] = self.errors.get(sink.name, 0) + 1
-            log.error("sink %s failed in %s: %s", sink.name, what, err, exc_info=log.isEnabledFor(logging.DEBUG))
+            # an ExceptionGroup is several failures at once (e.g. traces of several runs): each counts
+            for one in err.exceptions if isinstance(err, ExceptionGroup) else (err,):
+                self.errors[sink.name] = self.errors.get(sink.name, 0) + 1
+                log.error("sink %s failed in %s: %s", sink.name, what, one, exc_info=log.isEnabledFor(logging.DEBUG))
 
     def receive(self, event: SinkEvent) -> None:
         for sink in self.sinks:

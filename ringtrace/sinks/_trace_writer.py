@@ -326,12 +326,28 @@ def _event_line(ev: PairEvent) -> int:
     return ev.end_line if isinstance(ev, Scope) else ev.line
 
 
+def _number(label: str) -> int:
+    """A rank or dispatch label as a number (-1 when it is not one: ASCII digits only)."""
+    return int(label) if label.isascii() and label.isdigit() else -1
+
+
 def sort_key(source: Source) -> tuple[str, int, int, str, int]:
     """Rank order: run, rank, dispatch (numbers), then path and generation."""
     lab = source.labels
-    rank = int(lab.rank) if lab.rank.isdigit() else -1
-    disp = int(lab.dispatch) if lab.dispatch.isdigit() else -1
-    return (lab.run, rank, disp, source.path, source.generation)
+    return (lab.run, _number(lab.rank), _number(lab.dispatch), source.path, source.generation)
+
+
+PID_MAX = (1 << 31) - 1
+"""Perfetto's pids are int32."""
+
+
+def rank_pid(rank: str) -> int:
+    """The pid of a source in a trace of its own: rank + 1 (rank order) while that fits an int32;
+    a larger rank is mapped deterministically into 1..PID_MAX; 1 without a numeric rank."""
+    n = _number(rank)
+    if n < 0:
+        return 1
+    return n + 1 if n < PID_MAX else 1 + n % PID_MAX
 
 
 def process_name(source: Source) -> str:
@@ -383,7 +399,7 @@ def _packet(at: int, ring: RingState, te: bytes) -> bytes:
 class ProtoTrace:
     """Encodes sink events of any number of sources into one :class:`TraceFile`.
 
-    A run's process descriptor is written when it finishes, with pid rank + 1; with
+    A run's process descriptor is written when it finishes, with pid :func:`rank_pid`; with
     ``defer_processes`` the descriptors wait for :meth:`close`, where pids 1..n follow the rank
     order of every source in the trace (:func:`sort_key`).
     """
@@ -643,8 +659,7 @@ class ProtoTrace:
         if self.defer:
             self.done.append(run)
         else:
-            lab = run.source.labels.rank
-            self._process(run, int(lab) + 1 if lab.isdigit() else 1)
+            self._process(run, rank_pid(run.source.labels.rank))
 
     def _process(self, run: RunState, pid: int) -> None:
         desc = pb.TrackDescriptor(

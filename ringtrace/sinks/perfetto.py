@@ -10,7 +10,8 @@ worker thread deflates them; 64 KiB per open run in the dir sink), never the tra
 Layout of a trace:
 
 * one process per source, named :attr:`Source.name` (run/rank/dispatch).  pids follow the
-  rank order (``convert``: all sources sorted by run, rank, dispatch; dir sink: rank + 1).
+  rank order (``convert``: all sources sorted by run, rank, dispatch; dir sink: rank + 1, mapped
+  into Perfetto's int32 range for huge ranks: :func:`~ringtrace.sinks._trace_writer.rank_pid`).
   The process descriptor is written when the run ends, so its description and labels can
   state the version, ``fatal``, ``dropped``, an incomplete file and a wedge;
 * under it, one track per ring (``ring N``) holding the scopes as nested slices: name = site;
@@ -39,9 +40,11 @@ and its counter tracks); site names are interned per sequence.  Packets are writ
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import logging
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -312,10 +315,17 @@ class PerfettoSink:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def source_hash(source: Source) -> str:
+    """8 hex digits of the source's path: tells apart runs with the same labels from different roots."""
+    return hashlib.blake2s(os.fsencode(source.path), digest_size=4).hexdigest()
+
+
 def trace_file_name(source: Source, fmt: Format = "proto") -> str:
-    """``<run>[-rank<N>][-d<K>][-g<generation>].pftrace`` (``.json`` for chrome-json).
+    """``<run>[-rank<N>][-d<K>][-g<generation>]-<path hash>.pftrace`` (``.json`` for chrome-json).
 
     Without a run label the name is made from the file's path (its directories joined by ``_``).
+    The hash (:func:`source_hash`) makes the name, and its ``.tmp``, unique per source file: two
+    runs labelled alike under different roots never share a file.
     """
     lab = source.labels
     base = lab.run or str(Path(source.path).with_suffix("")).strip("/")
@@ -326,7 +336,8 @@ def trace_file_name(source: Source, fmt: Format = "proto") -> str:
         name += f"-d{lab.dispatch}"
     if source.generation:
         name += f"-g{source.generation}"
-    return name[-200:] + (".pftrace" if fmt == "proto" else ".json")
+    name = _UNSAFE.sub("_", name)
+    return name[-190:] + "-" + source_hash(source) + (".pftrace" if fmt == "proto" else ".json")
 
 
 class PerfettoDirSink:
@@ -334,8 +345,14 @@ class PerfettoDirSink:
 
     Each run streams into its own temp file (``<name>.tmp``, opened only while a batch is
     appended), renamed to :func:`trace_file_name` when its :class:`RunFinished` arrives.
-    Memory O(depth) + one 64 KiB batch per open run (chrome-json: the run's text).  Never
-    raises: a run whose file cannot be written is logged, counted in ``errors`` and dropped.
+    Memory O(depth) + one 64 KiB batch per open run (chrome-json: the run's text).
+
+    A write error (a full disk, a directory gone) discards that run's trace: its temp file is
+    removed, the rest of the run's events are ignored (so no truncated trace is ever renamed
+    into place), and the error is raised to the caller, the :class:`~ringtrace.sinks.FanOut`,
+    which logs and counts it (``ringtrace_sink_errors_total{sink="perfetto-dir"}``).  Runs that
+    fail together in :meth:`flush` or :meth:`close` are raised as one :class:`ExceptionGroup`,
+    counted once per run.  ``errors`` counts the discarded runs too.
     :meth:`close` writes runs still open (their open slices end one tick after their last
     record, marked ``open_at_close``; the process is labelled UNFINISHED).
     """
@@ -348,48 +365,68 @@ class PerfettoDirSink:
         self.fmt = fmt
         self.on_written = on_written
         self._open: dict[Source, _Output] = {}
+        self._failed: set[Source] = set()  # runs whose trace was discarded, until their RunFinished
         self.written: list[Path] = []
         self.errors = 0
 
+    def _discard(self, src: Source, out: _Output | None, err: OSError, name: str) -> OSError:
+        """Drop ``src``'s trace after ``err``; the error to raise (names the run and the file)."""
+        self.errors += 1
+        self._open.pop(src, None)
+        if out is not None:
+            with contextlib.suppress(OSError):
+                out.abort()
+        return OSError(err.errno, f"cannot write the trace {self.directory / name} of {src.path}: "
+                                  f"{err.strerror or err}; the trace is discarded")
+
     def receive(self, event: SinkEvent) -> None:
         src = event.source
+        if src in self._failed:
+            if isinstance(event, RunFinished):
+                self._failed.discard(src)
+            return
         out = self._open.get(src)
+        name = trace_file_name(src, self.fmt)
         try:
             if out is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                out = self._open[src] = _Output(self.directory / trace_file_name(src, self.fmt), self.fmt, False,
-                                                    batch=64 << 10, keep_open=False)
+                out = self._open[src] = _Output(self.directory / name, self.fmt, False,
+                                                batch=64 << 10, keep_open=False)
             out.receive(event)
             if isinstance(event, RunFinished):
                 del self._open[src]
                 out.commit()
                 self.written.append(out.path)
-                if self.on_written is not None:
-                    self.on_written(out.path)
         except OSError as err:
-            self.errors += 1
-            log.error("perfetto: cannot write the trace of %s: %s", src.path, err)
-            dead = self._open.pop(src, out)
-            if dead is not None:
-                with contextlib.suppress(OSError):
-                    dead.abort()
+            if not isinstance(event, RunFinished):
+                self._failed.add(src)
+            raise self._discard(src, out, err, name) from err
+        if isinstance(event, RunFinished) and self.on_written is not None:
+            self.on_written(out.path)
 
     def flush(self) -> None:
-        for out in self._open.values():
+        failures: list[OSError] = []
+        for src, out in list(self._open.items()):
             try:
                 out.flush()
             except OSError as err:
-                log.error("perfetto: cannot flush %s: %s", out.tmp, err)
+                self._failed.add(src)
+                failures.append(self._discard(src, out, err, out.path.name))
+        if failures:
+            raise ExceptionGroup("perfetto-dir: traces discarded", failures)
 
     def close(self) -> None:
+        failures: list[OSError] = []
         for src, out in list(self._open.items()):
             del self._open[src]
             try:
                 out.commit()
                 self.written.append(out.path)
             except OSError as err:
-                self.errors += 1
-                log.error("perfetto: cannot write %s: %s", out.path, err)
+                failures.append(self._discard(src, out, err, out.path.name))
+        self._failed.clear()
+        if failures:
+            raise ExceptionGroup("perfetto-dir: traces discarded", failures)
 
 
 def convert(files: list[Path], out: Path, fmt: Format = "proto", thresholds: Thresholds | None = None) -> list[str]:

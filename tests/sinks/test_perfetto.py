@@ -6,9 +6,11 @@ the reader's own events and summaries.  The real trace processor is in tests/e2e
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -20,6 +22,7 @@ from typing import Any, cast
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
 
+from ringtrace import sim
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources, source_labels
@@ -40,7 +43,8 @@ from ringtrace.run import Run
 from ringtrace.sinks import FanOut
 from ringtrace.sinks import _trace_writer as tw
 from ringtrace.sinks._trace_writer import ARG_NAMES, ProtoTrace
-from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, trace_file_name
+from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, source_hash, trace_file_name
+from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import meta, rec, with_totals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -496,11 +500,12 @@ def test_dir_sink_names_and_atomic_writes(tmp_path: Path) -> None:
         assert final == seen  # nothing appears before its run finished
         assert open_files(out) == []  # open runs hold no file descriptor between events
     sink.close()
-    assert seen == {"nested_l3_20261130_102011-rank0-d0.pftrace", "nested_l3_20261130_102011-rank1-d1.pftrace",
-                    "HeapRingDeadlock.pftrace", "NestedScopes_window4_flow_control_deadlock.pftrace"}
+    stems = {n.rsplit("-", 1)[0] for n in seen}  # without the path hash
+    assert stems == {"nested_l3_20261130_102011-rank0-d0", "nested_l3_20261130_102011-rank1-d1",
+                     "HeapRingDeadlock", "NestedScopes_window4_flow_control_deadlock"}
     assert list(out.glob("*.tmp")) == []
-    pids = {n: Model(packets(out / n)).processes() for n in seen}
-    assert [d.process.pid for d in pids["nested_l3_20261130_102011-rank1-d1.pftrace"].values()] == [2]
+    pids = {n.rsplit("-", 1)[0]: Model(packets(out / n)).processes() for n in seen}
+    assert [d.process.pid for d in pids["nested_l3_20261130_102011-rank1-d1"].values()] == [2]
 
 
 def open_files(directory: Path) -> list[str]:
@@ -531,20 +536,37 @@ def test_dir_sink_chrome_json(tmp_path: Path) -> None:
 
 
 def test_trace_file_names() -> None:
-    assert trace_file_name(Source("/x/run/dfx_outputs/rank3/d2/scope_stats/scope_stats.jsonl",
-                                  Labels(run="run", rank="3", dispatch="2"), 4)) == "run-rank3-d2-g4.pftrace"
-    assert trace_file_name(Source("/a b/c.jsonl"), "chrome-json") == "a_b_c.json"
-    assert trace_file_name(Source("/x/y", Labels(run="we/ird:name"))) == "we_ird_name.pftrace"
+    src = Source("/x/run/dfx_outputs/rank3/d2/scope_stats/scope_stats.jsonl", Labels(run="run", rank="3", dispatch="2"),
+                 4)
+    assert trace_file_name(src) == f"run-rank3-d2-g4-{source_hash(src)}.pftrace"
+    assert trace_file_name(Source("/a b/c.jsonl"), "chrome-json") == f"a_b_c-{source_hash(Source('/a b/c.jsonl'))}.json"
+    assert trace_file_name(Source("/x/y", Labels(run="we/ird:name"))).startswith("we_ird_name-")
+    assert re.fullmatch(r"[0-9a-f]{8}", source_hash(src))
 
 
-def test_dir_sink_survives_unwritable_directory(tmp_path: Path) -> None:
+def test_trace_file_names_are_unique_per_source_and_safe() -> None:
+    a = Source("/root1/build/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl", Labels(run="build", rank="0",
+                                                                                          dispatch="0"))
+    b = Source("/root2/build/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl", a.labels)
+    assert trace_file_name(a) != trace_file_name(b)
+    assert trace_file_name(a) == trace_file_name(Source(a.path, a.labels))  # stable across restarts
+    odd = Source("/t/caf\udce9/x" + "/y" * 200 + ".jsonl", Labels(run="r\udcff", rank="9" * 30))
+    name = trace_file_name(odd)  # a non-UTF-8 directory name, a huge rank, a long path
+    assert len(name) <= 210 and name.isascii() and name.endswith(f"-{source_hash(odd)}.pftrace")
+
+
+def test_dir_sink_counts_an_unwritable_directory_through_the_fanout(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     sink = PerfettoDirSink(blocker / "sub")
-    for ev in read_events([L3]):
-        sink.receive(ev)
-    sink.close()
-    assert sink.errors > 0 and sink.written == []
+    fanout = FanOut([sink])
+    events = read_events([L3])
+    fanout.receive_all(events)
+    fanout.flush()
+    fanout.close()
+    runs = sum(isinstance(e, RunFinished) for e in events)
+    assert fanout.errors["perfetto-dir"] == runs == sink.errors == 2  # once per run, never per event
+    assert sink.written == []
 
 
 # -- chrome json --------------------------------------------------------------------------------------
@@ -597,3 +619,155 @@ def test_scope_without_task_window_usage(tmp_path: Path) -> None:
     [sl] = model.slices
     assert (sl.args["heap_high_water"], sl.args["heap_live_at_exit"], sl.args["heap_alloc"]) == (70000, 5, 1 << 40)
     assert "task_window_alloc" not in sl.args and sl.end == 3
+
+
+# -- faults: huge ranks, a full disk, runs labelled alike ----------------------------------------------
+
+
+def run_events(path: Path, source: Source, chunk: int = 16 << 10) -> list[SinkEvent]:
+    """The events of ``path`` read as the watcher reads a growing file: ``chunk`` bytes at a time."""
+    data = path.read_bytes()
+    run = Run(source)
+    events: list[SinkEvent] = []
+    for i in range(0, len(data), chunk):
+        events += run.feed(data[i:i + chunk])
+    return events + run.finish("eof")
+
+
+@pytest.mark.parametrize(("rank", "pid"), [
+    ("0", 1), ("7", 8), (str(tw.PID_MAX - 1), tw.PID_MAX), (str(tw.PID_MAX), 1),
+    ("9" * 30, 1 + int("9" * 30) % tw.PID_MAX), ("", 1), ("x1", 1), ("\u00b2", 1),
+])
+def test_rank_pid_fits_perfettos_int32(rank: str, pid: int) -> None:
+    assert tw.rank_pid(rank) == pid and 1 <= pid <= tw.PID_MAX
+
+
+def test_dir_sink_writes_a_run_whose_rank_is_too_large_for_a_pid(write_jsonl: Any, tmp_path: Path) -> None:
+    path = write_jsonl(with_totals([rec("a", "begin", 1), rec("a", "end", 1, tw=(0, 2))]))
+    sink = PerfettoDirSink(tmp_path / "traces")
+    fanout = FanOut([sink])
+    ranks = ["99999999999", "3"]
+    for rank in ranks:
+        fanout.receive_all(run_events(path, Source(str(path), Labels(run="r", rank=rank))))
+    fanout.close()
+    assert fanout.errors["perfetto-dir"] == 0 and len(sink.written) == 2
+    pids = [[d.process.pid for d in Model(packets(p)).processes().values()] for p in sink.written]
+    assert pids == [[1 + 99999999999 % tw.PID_MAX], [4]]
+
+
+def test_runs_labelled_alike_under_different_roots_get_their_own_files(tmp_path: Path) -> None:
+    """Two roots holding the same build (the same run/rank/dispatch labels), followed at once."""
+    for root in ("root1", "root2"):
+        shutil.copytree(L3, tmp_path / root / L3.name)
+    streams = []
+    for root in ("root1", "root2"):
+        files, _ = find_sources([str(tmp_path / root)])
+        streams += [run_events(f, Source(str(f), source_labels(f)), chunk=1024) for f in files]
+    sink = PerfettoDirSink(tmp_path / "traces")
+    fanout = FanOut([sink])
+    for step in itertools.zip_longest(*streams):  # interleaved, as concurrent runs arrive
+        fanout.receive_all(ev for ev in step if ev is not None)
+    fanout.close()
+    assert fanout.errors["perfetto-dir"] == 0
+    assert len(set(sink.written)) == len(streams) == 4
+    for events in streams:
+        fin = events[-1]
+        assert isinstance(fin, RunFinished)
+        check(Model(packets(sink.directory / trace_file_name(fin.source))), events)
+
+
+@pytest.fixture
+def big_run(tmp_path: Path) -> tuple[Path, list[SinkEvent]]:
+    """A run whose trace (~100 KB, in batches of ~24 KB) does not fit a small disk, read in many progress events."""
+    path = tmp_path / "in" / "big" / "scope_stats" / "scope_stats.jsonl"
+    path.parent.mkdir(parents=True)
+    sim.generate_bytes(1 << 20, 3)(path)
+    events = run_events(path, Source(str(path), Labels(run="big")))
+    assert sum(isinstance(e, RunProgress) for e in events) > 20
+    return path, events
+
+
+def test_dir_sink_on_a_full_disk_counts_each_failed_run_and_never_publishes_a_partial_trace(
+        tmp_path: Path, big_run: tuple[Path, list[SinkEvent]]) -> None:
+    _, big = big_run
+    small = read_events([L3])
+    later = read_events([FAILED])
+    with small_tmpfs(tmp_path / "mnt", "128k") as mnt:  # the L3 traces take ~52 KiB, the big one ~100
+        sink = PerfettoDirSink(mnt / "traces")
+        fanout = FanOut([sink])
+        fanout.receive_all(small)  # fits
+        assert len(sink.written) == 2 and fanout.errors["perfetto-dir"] == 0
+        tmp = sink.directory / (trace_file_name(big[0].source) + ".tmp")
+        grew = 0
+        rest = iter(big)
+        for ev in rest:
+            fanout.receive(ev)
+            if fanout.errors["perfetto-dir"]:
+                break
+            grew = max(grew, tmp.stat().st_size if tmp.exists() else 0)
+        assert fanout.errors["perfetto-dir"] == 1 and grew > 0  # failed mid-run, after batches were written
+        assert not tmp.exists()  # discarded at once: its space is free again
+        filler = fill(mnt, free=0)
+        filler.unlink()  # space again: the rest of the run must still not produce a (truncated) trace
+        fanout.receive_all(rest)
+        assert not (sink.directory / trace_file_name(big[0].source)).exists() and not tmp.exists()
+        assert fanout.errors["perfetto-dir"] == 1  # one failure, one count: not one per later event
+        fanout.receive_all(later)  # the sink carries on with the next runs
+        fanout.close()
+        names = sorted(p.name for p in sink.directory.iterdir())
+        assert names == sorted(p.name for p in sink.written) and not any(n.endswith(".tmp") for n in names)
+        assert len(sink.written) == 2 + sum(isinstance(e, RunFinished) for e in later)
+        everything = small + later
+        for p in sink.written:  # every published trace is whole
+            src = next(e.source for e in everything
+                       if isinstance(e, RunFinished) and trace_file_name(e.source) == p.name)
+            check(Model(packets(p)), [e for e in everything if e.source == src])
+
+
+def test_dir_sink_failures_at_flush_and_close_are_each_counted(tmp_path: Path,
+                                                               big_run: tuple[Path, list[SinkEvent]]) -> None:
+    """Runs still open when the disk is full: every one whose trace is lost counts."""
+    path, big = big_run
+    other = [ev for ev in run_events(path, Source(str(path) + "2", Labels(run="big2")))
+             if not isinstance(ev, RunFinished)]
+    open_only = [ev for ev in big if not isinstance(ev, RunFinished)]
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        sink = PerfettoDirSink(mnt / "traces")
+        fanout = FanOut([sink])
+        fanout.receive_all(open_only[:3] + other[:3])  # two runs open, a little written
+        fill(mnt, free=0)
+        fanout.flush()
+        fanout.close()
+        assert fanout.errors["perfetto-dir"] == 2 == sink.errors
+        assert sink.written == [] and list(sink.directory.iterdir()) == []
+
+
+def test_the_fanout_count_is_the_prometheus_sink_errors_metric(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from ringtrace.sinks.prometheus import PrometheusSink
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    sink = PerfettoDirSink(blocker / "traces")
+    fanout = FanOut([sink])
+    prom = PrometheusSink(sink_errors=lambda: fanout.errors)
+    fanout.add(prom)
+    fanout.receive_all(read_events([L3]))
+    text = generate_latest(prom.registry).decode()
+    assert 'ringtrace_sink_errors_total{sink="perfetto-dir"} 2.0' in text
+
+
+def test_watch_on_a_full_disk_counts_and_reports_the_perfetto_failures(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(L3, tree / L3.name)
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        fill(mnt, free=0)
+        r = subprocess.run([sys.executable, "-m", "ringtrace", "watch", "--once", str(tree), "--perfetto-dir",
+                            str(mnt / "traces")], capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        assert r.stderr.count("sink perfetto-dir failed in receive: ") == 2  # one log line per lost trace
+        assert "No space left on device" in r.stderr and "the trace is discarded" in r.stderr
+        assert "sink perfetto-dir failed 2 time(s)" in r.stderr
+        assert list((mnt / "traces").iterdir()) == []
