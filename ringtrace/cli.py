@@ -250,14 +250,19 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 
     try:
         service = assemble(cfg, list(args.paths))
-        service.start()
     except (OSError, WebConfigError, ValueError) as e:
         _err(err, f"cannot set up outputs: {e}")
         return EXIT_INPUT
-    try:
-        code = asyncio.run(service.app.run())
-    finally:
-        service.stop()
+
+    async def serve() -> int:
+        try:
+            await service.start()  # the metrics server binds in the loop that serves it
+        except OSError as e:
+            _err(err, f"cannot set up outputs: {e}")
+            return EXIT_INPUT
+        return await service.run()
+
+    code = asyncio.run(serve())
     for name, count in service.fanout.errors.items():
         if count:
             _err(err, f"sink {name} failed {count} time(s)")

@@ -48,6 +48,26 @@ async def _drive(service: Service, root: Path, pace: float, summary: SummarySink
     return len(files)
 
 
+async def _main(cfg: Config, root: Path, build: Path, pace: float, summary: SummarySink, serve: bool,
+                out: Console) -> int:
+    service = assemble(cfg, [str(build)], extra=[summary])
+    try:
+        await service.start()
+    except OSError:
+        if cfg.metrics_addr.endswith(":0"):
+            raise
+        host = cfg.metrics_addr.rsplit(":", 1)[0]  # the default port is taken: any free port will do
+        service = assemble(msgspec.structs.replace(cfg, metrics_addr=f"{host}:0"), [str(build)], extra=[summary])
+        await service.start()
+    out.print(f"[bold]ringtrace demo[/]: a simulated runtime writes into {root}")
+    for note in service.notes:
+        out.print(f"  {note}", highlight=False)
+    try:
+        return await _drive(service, root, pace, summary, serve, out)
+    finally:
+        await service.stop()
+
+
 def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool = False) -> int:
     """Write the trees under ``directory`` (a new temporary folder when empty) and follow them.
 
@@ -59,23 +79,7 @@ def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool
     if not cfg.perfetto_dir:
         cfg = msgspec.structs.replace(cfg, perfetto_dir=str(root / "traces"))
     summary = SummarySink()
-    service = assemble(cfg, [str(build)], extra=[summary])
-    try:
-        service.start()
-    except OSError:
-        if not cfg.metrics_addr.endswith(":0"):  # the default port is taken: any free port will do
-            host = cfg.metrics_addr.rsplit(":", 1)[0]
-            service = assemble(msgspec.structs.replace(cfg, metrics_addr=f"{host}:0"), [str(build)], extra=[summary])
-            service.start()
-        else:
-            raise
-    out.print(f"[bold]ringtrace demo[/]: a simulated runtime writes into {root}")
-    for note in service.notes:
-        out.print(f"  {note}", highlight=False)
-    try:
-        files = asyncio.run(_drive(service, root, pace, summary, serve, out))
-    finally:
-        service.stop()
+    files = asyncio.run(_main(cfg, root, build, pace, summary, serve, out))
     out.print()
     for fin in summary.finished:
         render_run(out, fin)

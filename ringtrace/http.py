@@ -1,336 +1,212 @@
-"""The metrics HTTP server: ``/metrics``, ``/healthz``, ``/readyz``; optional TLS and basic auth.
+"""The metrics HTTP server: aiohttp's web server in the app's event loop.
 
-* ``/metrics``: the registry in the Prometheus text format, or OpenMetrics when the ``Accept``
-  header asks for ``application/openmetrics-text``; gzip when ``Accept-Encoding`` allows it.
+* ``/metrics``: ``render(accept)`` -> (body, content type), called in a worker thread so a scrape
+  never blocks the loop; gzip when ``Accept-Encoding`` allows it.  A failing render answers 500
+  with a generic body and logs the error.
 * ``/healthz``: 200 while the process serves; ``/readyz``: 200 when ``ready()`` is true, else 503.
   Both answer without authentication (they tell nothing but "ok"), so probes need no secret.
-* ``--web-config FILE``: the Prometheus exporter-toolkit format (``tls_server_config``,
-  ``basic_auth_users`` with bcrypt hashes, ``http_server_config.headers``).  Relative file names
-  are relative to FILE.  FILE and the certificate files are re-read when they change, for new
-  connections, without a restart (a broken edit is logged and the previous config kept).
+* ``--web-config FILE`` (:mod:`ringtrace.webconfig`): TLS, client certificates, bcrypt basic auth,
+  extra headers; edits and renewed certificates apply to new connections and requests.
 
-Threads: :class:`MetricsServer` accepts on its own thread and serves each connection on a
-short-lived daemon thread (TLS handshakes happen there too), so a slow or hostile client never
-blocks the reader or other scrapes.  Every socket has a timeout.
+Hostile clients (the server is reachable from the network):
+
+* at most ``max_connections`` connections; when all are taken, a new one closes the connection
+  that has been idle longest (no request in progress: waiting for its first request, in its
+  TLS handshake or between keep-alive requests), or is closed itself when every connection is
+  busy with a request;
+* a connection idle for ``idle_timeout`` seconds (headers never finished, handshake never done)
+  is closed; a request (render and response write) gets ``request_timeout`` seconds;
+* bcrypt checks run on a small pool of their own, so floods of bad credentials cannot take the
+  threads that render scrapes;
+* no response carries exception text or a version (``Server: ringtrace``, generic error bodies,
+  aiohttp's own parser errors included).
+
+TLS: the listening socket is plain; each accepted connection is upgraded with
+``loop.start_tls`` using the TLS context in force at that moment, so a renewed certificate or
+a changed client CA applies to the next connection without a restart.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import asyncio
+import contextlib
 import gzip
-import hashlib
 import logging
-import os
 import socket
-import ssl
-import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-import bcrypt
-import yaml
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import CollectorRegistry
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from ringtrace.webconfig import Active, BasicAuth, WebConfigError, WebSettings, load_web_config
+
+__all__ = ["MetricsServer", "Render", "WebConfigError", "load_web_config", "parse_addr"]
 
 log = logging.getLogger("ringtrace.http")
 
-SOCKET_TIMEOUT = 10.0
-AUTH_CACHE = 256
-_TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
-                 "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
-_CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-                "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
-_TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version",
-             "prefer_server_cipher_suites"}
-_UNSUPPORTED_TLS = {"cipher_suites", "curve_preferences", "client_allowed_sans", "cert", "key"}
+Render = Callable[[str], tuple[bytes, str]]
+MAX_CONNECTIONS = 64
+IDLE_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 30.0
+EARLY_BYTES = 64 * 1024  # decrypted bytes buffered between the TLS handshake and the handler's start
+SERVER = "ringtrace"
+TEXT = "text/plain; charset=utf-8"
+_PAGE = (b"<html><head><title>ringtrace</title></head><body><h1>ringtrace exporter</h1>"
+         b'<p><a href="/metrics">metrics</a> <a href="/healthz">healthz</a> '
+         b'<a href="/readyz">readyz</a></p></body></html>\n')
 
 
-class WebConfigError(Exception):
-    """The web config file is unreadable or invalid; the message names the file and the key."""
+def _text(status: int, headers: dict[str, str], extra: dict[str, str] | None = None) -> web.Response:
+    """A generic plain-text answer: the status line's phrase, nothing else."""
+    body = f"{HTTPStatus(status).phrase}\n".encode()
+    return web.Response(status=status, body=body, headers={**headers, "Content-Type": TEXT, **(extra or {})})
 
 
-@dataclass(frozen=True)
-class WebConfig:
-    """A parsed exporter-toolkit web config (paths resolved)."""
+class _AccessLog(AbstractAccessLogger):
+    """aiohttp's access log, at debug level (a scrape every 15 s is not news)."""
 
-    path: Path
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    client_ca_file: Path | None = None
-    client_auth: ssl.VerifyMode = ssl.CERT_NONE
-    min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
-    max_version: ssl.TLSVersion | None = None
-    users: dict[str, bytes] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        self.logger.debug("%s %s %s -> %d in %.3fs", request.remote, request.method, request.path,
+                          response.status, time)
 
     @property
-    def tls(self) -> bool:
-        return self.cert_file is not None
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.DEBUG)
 
-    def watched_files(self) -> tuple[Path, ...]:
-        return tuple(p for p in (self.path, self.cert_file, self.key_file, self.client_ca_file) if p is not None)
 
-    def ssl_context(self) -> ssl.SSLContext:
-        """A server context for the configured certificate (raises WebConfigError)."""
-        assert self.cert_file is not None and self.key_file is not None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = self.min_version
-        if self.max_version is not None:
-            ctx.maximum_version = self.max_version
+class _Conn(web.RequestHandler):
+    """One connection: aiohttp's HTTP/1.1 protocol plus admission, idle timeout and TLS upgrade.
+
+    Idle = no request in progress.  ``connection_made`` admits (or refuses) the connection; for
+    TLS the raw transport is paused, upgraded with ``start_tls``, and only then handed to
+    aiohttp.  Bytes decrypted before that are buffered (bounded) and replayed.
+    """
+
+    def __init__(self, owner: MetricsServer, web_server: web.Server, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(web_server, loop=loop, keepalive_timeout=owner.idle_timeout, logger=log,
+                         access_log_class=_AccessLog, access_log=log, lingering_time=1.0)
+        self._rt_owner = owner
+        self._rt_loop = loop
+        self.busy = False
+        self.idle_since = loop.time()
+        self._rt_link: asyncio.BaseTransport | None = None
+        self._rt_admitted = False
+        self._rt_serving = False
+        self._rt_gone = False
+        self._rt_early: list[bytes] = []
+        self._rt_early_eof = False
+        self._rt_timer: asyncio.TimerHandle | None = None
+        self._rt_task: asyncio.Task[None] | None = None
+
+    # -- asyncio protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        owner = self._rt_owner
+        if not owner.admit(self):
+            cast(asyncio.Transport, transport).abort()
+            return
+        self._rt_admitted = True
+        self._rt_link = transport
+        self._rt_arm()
+        if owner.tls:
+            cast(asyncio.ReadTransport, transport).pause_reading()
+            self._rt_task = self._rt_loop.create_task(self._rt_upgrade(cast(asyncio.Transport, transport)))
+        else:
+            self._rt_begin(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._rt_serving:
+            super().data_received(data)
+            return
+        self._rt_early.append(data)
+        if sum(map(len, self._rt_early)) > EARLY_BYTES:
+            self.abort()
+
+    def eof_received(self) -> None:
+        if self._rt_serving:
+            super().eof_received()
+        else:
+            self._rt_early_eof = True
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._rt_admitted or self._rt_gone:
+            return
+        self._rt_gone = True
+        self._rt_owner.release(self)
+        if self._rt_timer is not None:
+            self._rt_timer.cancel()
+        if self._rt_serving:
+            super().connection_lost(exc)
+
+    # -- ours -------------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Close the connection now (no TLS close_notify, no lingering)."""
+        if self._rt_link is not None:
+            cast(asyncio.Transport, self._rt_link).abort()
+
+    def request_started(self) -> None:
+        self.busy = True
+        if self._rt_timer is not None:
+            self._rt_timer.cancel()
+
+    def request_done(self) -> None:
+        self.busy = False
+        self.idle_since = self._rt_loop.time()
+        if not self._rt_gone:
+            self._rt_arm()
+
+    def _rt_arm(self) -> None:
+        if self._rt_timer is not None:
+            self._rt_timer.cancel()
+        self._rt_timer = self._rt_loop.call_later(self._rt_owner.idle_timeout, self._rt_expire)
+
+    def _rt_expire(self) -> None:
+        if not self.busy and not self._rt_gone:
+            log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.idle_timeout)
+            self.abort()
+
+    def _rt_begin(self, transport: asyncio.BaseTransport) -> None:
+        self._rt_serving = True
+        super().connection_made(transport)
+        early, self._rt_early = self._rt_early, []
+        for chunk in early:
+            super().data_received(chunk)
+        if self._rt_early_eof:
+            super().eof_received()
+
+    async def _rt_upgrade(self, raw: asyncio.Transport) -> None:
+        owner = self._rt_owner
         try:
-            ctx.load_cert_chain(self.cert_file, self.key_file)
-            ctx.verify_mode = self.client_auth
-            if self.client_ca_file is not None:
-                ctx.load_verify_locations(cafile=str(self.client_ca_file))
-        except (OSError, ssl.SSLError) as err:
-            raise WebConfigError(f"{self.path}: tls_server_config: cannot load certificates: {err}") from None
-        return ctx
+            active = await owner.current()
+            if self._rt_gone or active.context is None:
+                raise ConnectionAbortedError("closed before the TLS handshake")
+            tls = await self._rt_loop.start_tls(raw, self, active.context, server_side=True,
+                                                ssl_handshake_timeout=owner.idle_timeout)
+            if tls is None or self._rt_gone:
+                raise ConnectionAbortedError("closed during the TLS handshake")
+        except Exception as err:  # handshake failures of every kind: the client's problem, not ours
+            log.debug("TLS handshake with a metrics client failed: %s", err)
+            raw.abort()
+            self.connection_lost(None)
+            return
+        self._rt_link = tls
+        self._rt_begin(tls)
 
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise WebConfigError(f"{where}: expected a mapping")
-    return value
-
-
-def load_web_config(path: Path) -> WebConfig:
-    """Parse and validate ``path`` (exporter-toolkit format); raises :class:`WebConfigError`."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise WebConfigError(f"{path}: cannot read web config: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise WebConfigError(f"{path}: invalid YAML: {err}") from None
-    top = _mapping(raw, str(path))
-    unknown = set(top) - {"tls_server_config", "basic_auth_users", "http_server_config"}
-    if unknown:
-        raise WebConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    base = path.parent
-
-    def file(tls: dict[str, Any], key: str) -> Path | None:
-        value = tls.get(key)
-        if value in (None, ""):
-            return None
-        if not isinstance(value, str):
-            raise WebConfigError(f"{path}: tls_server_config.{key}: expected a file name")
-        p = Path(value)
-        return p if p.is_absolute() else base / p
-
-    kw: dict[str, Any] = {}
-    tls = _mapping(top.get("tls_server_config"), f"{path}: tls_server_config")
-    if tls:
-        bad = set(tls) & _UNSUPPORTED_TLS
-        if bad:
-            raise WebConfigError(f"{path}: tls_server_config.{sorted(bad)[0]} is not supported by ringtrace")
-        if set(tls) - _TLS_KEYS - _UNSUPPORTED_TLS:
-            raise WebConfigError(f"{path}: tls_server_config: unknown key(s) "
-                                 f"{', '.join(sorted(set(tls) - _TLS_KEYS))}")
-        kw["cert_file"], kw["key_file"] = file(tls, "cert_file"), file(tls, "key_file")
-        if kw["cert_file"] is None or kw["key_file"] is None:
-            raise WebConfigError(f"{path}: tls_server_config needs both cert_file and key_file")
-        kw["client_ca_file"] = file(tls, "client_ca_file")
-        auth = tls.get("client_auth_type") or "NoClientCert"
-        if auth not in _CLIENT_AUTH:
-            raise WebConfigError(f"{path}: tls_server_config.client_auth_type {auth!r}: expected one of "
-                                 f"{', '.join(_CLIENT_AUTH)}")
-        kw["client_auth"] = _CLIENT_AUTH[auth]
-        if auth != "NoClientCert" and kw["client_ca_file"] is None:
-            raise WebConfigError(f"{path}: tls_server_config.client_auth_type {auth} needs client_ca_file")
-        for key, dest in (("min_version", "min_version"), ("max_version", "max_version")):
-            value = tls.get(key)
-            if value is not None:
-                if value not in _TLS_VERSIONS:
-                    raise WebConfigError(f"{path}: tls_server_config.{key} {value!r}: expected one of "
-                                         f"{', '.join(_TLS_VERSIONS)}")
-                kw[dest] = _TLS_VERSIONS[value]
-    users = _mapping(top.get("basic_auth_users"), f"{path}: basic_auth_users")
-    checked: dict[str, bytes] = {}
-    for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash ($2y$...)")
-        checked[user] = hashed.encode()
-    kw["users"] = checked
-    http_cfg = _mapping(top.get("http_server_config"), f"{path}: http_server_config")
-    if set(http_cfg) - {"headers", "http2"}:
-        raise WebConfigError(f"{path}: http_server_config: unknown key(s) "
-                             f"{', '.join(sorted(set(http_cfg) - {'headers', 'http2'}))}")
-    headers = _mapping(http_cfg.get("headers"), f"{path}: http_server_config.headers")
-    kw["headers"] = {str(k): str(v) for k, v in headers.items()}
-    cfg = WebConfig(path, **kw)
-    if cfg.tls:
-        cfg.ssl_context()  # fail now, not at the first connection
-    return cfg
-
-
-def _mtimes(files: tuple[Path, ...]) -> tuple[float, ...]:
-    out = []
-    for f in files:
-        try:
-            out.append(os.stat(f).st_mtime)
-        except OSError:
-            out.append(-1.0)
-    return tuple(out)
-
-
-class _Auth:
-    """Basic auth over bcrypt hashes, with a small cache of accepted credentials (bcrypt is slow)."""
-
-    def __init__(self) -> None:
-        self._ok: dict[bytes, None] = {}
-        self._lock = threading.Lock()
-        self._dummy = bcrypt.hashpw(b"ringtrace-dummy", bcrypt.gensalt(rounds=10))
-
-    def check(self, users: dict[str, bytes], header: str | None) -> bool:
-        if not users:
-            return True
-        if not header or not header.startswith("Basic "):
-            return False
-        try:
-            user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        hashed = users.get(user)
-        key = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed or b""))).digest()
-        with self._lock:
-            if hashed is not None and key in self._ok:
-                return True
-        try:  # an unknown user still costs one bcrypt check, so timing does not reveal user names
-            ok = bcrypt.checkpw(password.encode(), hashed if hashed is not None else self._dummy)
-        except ValueError:
-            return False
-        ok = ok and hashed is not None
-        if ok:
-            with self._lock:
-                if len(self._ok) >= AUTH_CACHE:
-                    self._ok.pop(next(iter(self._ok)))
-                self._ok[key] = None
-        return ok
-
-
-class _Settings:
-    """The current web config and TLS context; re-read when a watched file changes."""
-
-    def __init__(self, path: Path | None) -> None:
-        self._lock = threading.Lock()
-        self.config = load_web_config(path) if path is not None else None
-        self.context = self.config.ssl_context() if self.config is not None and self.config.tls else None
-        self._stamp = _mtimes(self.config.watched_files()) if self.config is not None else ()
-
-    def current(self) -> tuple[WebConfig | None, ssl.SSLContext | None]:
-        cfg = self.config
-        if cfg is None:
-            return None, None
-        with self._lock:
-            stamp = _mtimes(self.config.watched_files()) if self.config else ()
-            if stamp != self._stamp:
-                self._stamp = stamp
-                try:
-                    new = load_web_config(cfg.path)
-                    if new.tls != cfg.tls:
-                        raise WebConfigError(f"{cfg.path}: turning TLS on or off needs a restart")
-                    self.context = new.ssl_context() if new.tls else None
-                    self.config = new
-                    log.info("web config %s reloaded", cfg.path)
-                except WebConfigError as err:
-                    log.error("%s; keeping the previous web config", err)
-            return self.config, self.context
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    block_on_close = False
-
-    def __init__(self, addr: tuple[str, int], family: socket.AddressFamily, owner: MetricsServer) -> None:
-        self.address_family = family
-        self.owner = owner
-        super().__init__(addr, _Handler)
-
-    def get_request(self) -> tuple[Any, Any]:
-        sock, addr = super().get_request()
-        sock.settimeout(SOCKET_TIMEOUT)
-        _, ctx = self.owner.settings.current()
-        if ctx is not None:  # the handshake runs on the connection's own thread (in _Handler.setup)
-            sock = ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, addr
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("metrics connection from %s failed", client_address, exc_info=True)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    timeout = SOCKET_TIMEOUT
-    server_version = "ringtrace"
-
-    def setup(self) -> None:
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.do_handshake()
-        super().setup()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def do_HEAD(self) -> None:
-        self._route(head=True)
-
-    def do_GET(self) -> None:
-        self._route(head=False)
-
-    def _route(self, head: bool) -> None:
-        owner = self.server.owner
-        path = self.path.split("?", 1)[0]
-        cfg, _ = owner.settings.current()
-        headers = cfg.headers if cfg is not None else {}
-        if path == "/healthz":
-            return self._send(200, b"ok\n", "text/plain; charset=utf-8", headers, head)
-        if path == "/readyz":
-            try:
-                ready = bool(owner.ready())
-            except Exception:
-                log.debug("ready() failed", exc_info=True)
-                ready = False
-            return self._send(200 if ready else 503, b"ready\n" if ready else b"not ready\n",
-                              "text/plain; charset=utf-8", headers, head)
-        if cfg is not None and not owner.auth.check(cfg.users, self.headers.get("Authorization")):
-            return self._send(401, b"Unauthorized\n", "text/plain; charset=utf-8",
-                              {**headers, "WWW-Authenticate": 'Basic realm="ringtrace"'}, head)
-        if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            try:
-                body = encoder(owner.registry)
-            except Exception as err:
-                log.error("collecting metrics failed: %s", err, exc_info=log.isEnabledFor(logging.DEBUG))
-                return self._send(500, f"collecting metrics failed: {err}\n".encode(), "text/plain; charset=utf-8",
-                                  headers, head)
-            extra = dict(headers)
-            if "gzip" in self.headers.get("Accept-Encoding", ""):
-                body = gzip.compress(body, compresslevel=5)
-                extra["Content-Encoding"] = "gzip"
-            return self._send(200, body, content_type, extra, head)
-        if path == "/":
-            page = (b"<html><head><title>ringtrace</title></head><body><h1>ringtrace exporter</h1>"
-                    b'<p><a href="/metrics">metrics</a> <a href="/healthz">healthz</a> '
-                    b'<a href="/readyz">readyz</a></p></body></html>\n')
-            return self._send(200, page, "text/html; charset=utf-8", headers, head)
-        return self._send(404, b"Not Found\n", "text/plain; charset=utf-8", headers, head)
-
-    def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str], head: bool) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """aiohttp's answer to requests it cannot parse: generic, without the parser's message."""
+        log.debug("bad metrics request from %s: %s", request.remote, message or exc)
+        if request.writer.output_size > 0:
+            raise ConnectionError("the response was sent already")
+        resp = _text(status, {"Server": SERVER})
+        resp.force_close()
+        return resp
 
 
 def parse_addr(addr: str) -> tuple[str, int, socket.AddressFamily]:
@@ -345,45 +221,195 @@ def parse_addr(addr: str) -> tuple[str, int, socket.AddressFamily]:
 
 
 class MetricsServer:
-    """Serves ``registry`` on ``addr`` (port 0 picks a free port: read :attr:`port` after :meth:`start`).
+    """Serves ``render`` on ``addr`` (port 0 picks a free port: read :attr:`port` after :meth:`start`).
 
-    ``web_config`` is read and validated here (raises :class:`WebConfigError`); ``ready`` is
-    called on every ``/readyz`` request and must be cheap and thread-safe.
+    ``web_config`` is read and validated here (raises :class:`WebConfigError`).  ``ready`` is
+    called on every ``/readyz`` request, on the event loop: it must be cheap.  ``render`` is
+    called in a worker thread and must be thread-safe.  :meth:`start` and :meth:`stop` run in
+    the event loop that serves.
     """
 
-    def __init__(self, addr: str, registry: CollectorRegistry, ready: Callable[[], bool] = lambda: True,
-                 web_config: Path | None = None) -> None:
+    def __init__(self, addr: str, render: Render, ready: Callable[[], bool] = lambda: True,
+                 web_config: Path | None = None, *, max_connections: int = MAX_CONNECTIONS,
+                 idle_timeout: float = IDLE_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT) -> None:
         self.host, self._port, self.family = parse_addr(addr)
-        self.registry = registry
+        self.render = render
         self.ready = ready
-        self.settings = _Settings(web_config)
-        self.auth = _Auth()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self.settings = WebSettings(web_config)
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.request_timeout = request_timeout
+        self.evicted = 0  # idle connections closed to make room
+        self.refused = 0  # connections closed at once: every slot busy
+        self._conns: dict[_Conn, None] = {}
+        self._server: asyncio.Server | None = None
+        self._web: web.Server | None = None
+        self._auth_pool: ThreadPoolExecutor | None = None
+        self._reload_lock: asyncio.Lock | None = None
+        self._warned_at = -1e9
 
     @property
     def port(self) -> int:
-        return self._server.server_address[1] if self._server is not None else self._port
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
+        return self._port
 
     @property
     def tls(self) -> bool:
-        cfg = self.settings.config
+        cfg = self.settings.active.config
         return cfg is not None and cfg.tls
 
-    def start(self) -> None:
-        """Bind and serve on a daemon thread (raises OSError when the address is taken)."""
-        self._server = _Server((self.host, self._port), self.family, self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="ringtrace-metrics", daemon=True)
-        self._thread.start()
+    @property
+    def auth(self) -> BasicAuth:
+        """The basic-auth checker in force."""
+        return self.settings.active.auth
 
-    def stop(self) -> None:
-        """Stop accepting and close the socket; open connections end on their own timeouts."""
-        if self._server is None:
+    @property
+    def connections(self) -> int:
+        """Open connections (admitted, not yet closed)."""
+        return len(self._conns)
+
+    async def start(self) -> None:
+        """Bind and serve in the running loop (raises OSError when the address is taken)."""
+        loop = asyncio.get_running_loop()
+        dual = self.family == socket.AF_INET6 and self.host in ("", "::") and socket.has_dualstack_ipv6()
+        sock = socket.create_server((self.host, self._port), family=self.family, backlog=128, dualstack_ipv6=dual)
+        self._web = web.Server(self._handle, handler_cancellation=True)
+        self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ringtrace-bcrypt")
+        self._reload_lock = asyncio.Lock()
+        web_server = self._web
+        try:
+            self._server = await loop.create_server(lambda: _Conn(self, web_server, loop), sock=sock)
+        except BaseException:
+            sock.close()
+            self._auth_pool.shutdown(wait=False)
+            raise
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, free the port."""
+        server, self._server = self._server, None
+        if server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = None
-        self._thread = None
+        server.close()
+        for conn in list(self._conns):
+            conn.abort()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                await server.wait_closed()
+        if self._web is not None:
+            await self._web.shutdown(1.0)
+        if self._auth_pool is not None:
+            self._auth_pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- connections ------------------------------------------------------------------------
+
+    def admit(self, conn: _Conn) -> bool:
+        """Make room for ``conn`` (closing the longest-idle connection at the cap) or refuse it."""
+        if self._server is None:  # accepted just before stop()
+            return False
+        if len(self._conns) >= self.max_connections:
+            idle = [c for c in self._conns if not c.busy]
+            if idle:
+                victim = min(idle, key=lambda c: c.idle_since)
+                self._conns.pop(victim, None)
+                victim.abort()
+                self.evicted += 1
+            else:
+                self.refused += 1
+            now = time.monotonic()
+            if now - self._warned_at > 60:
+                self._warned_at = now
+                log.warning("metrics server at its cap of %d connections: %d idle connection(s) closed, "
+                            "%d refused so far", self.max_connections, self.evicted, self.refused)
+            if not idle:
+                return False
+        self._conns[conn] = None
+        return True
+
+    def release(self, conn: _Conn) -> None:
+        self._conns.pop(conn, None)
+
+    async def current(self) -> Active:
+        """The web config in force, reloaded first (off the loop) when one of its files changed."""
+        settings = self.settings
+        if settings.changed() and self._reload_lock is not None:
+            async with self._reload_lock:
+                await asyncio.to_thread(settings.reload)
+        return settings.active
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = request.protocol if isinstance(request.protocol, _Conn) else None
+        if conn is not None:
+            conn.request_started()
+        try:
+            try:
+                async with asyncio.timeout(self.request_timeout):
+                    resp = await self._respond(request)
+            except TimeoutError:
+                log.error("a metrics request (%s) took over %.0fs; answered 503", request.path,
+                          self.request_timeout)
+                resp = _text(503, {"Server": SERVER})
+            try:
+                async with asyncio.timeout(self.request_timeout):
+                    await resp.prepare(request)
+                    await resp.write_eof()
+            except TimeoutError:
+                log.debug("a metrics client did not read its response within %.0fs", self.request_timeout)
+                if conn is not None:
+                    conn.abort()
+            return resp
+        finally:
+            if conn is not None:
+                conn.request_done()
+
+    async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            return await self._route(request)
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception as err:
+            log.error("metrics request %s failed: %s", request.path, err, exc_info=log.isEnabledFor(logging.DEBUG))
+            return _text(500, {"Server": SERVER})
+
+    async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
+        active = await self.current()
+        headers = {"Server": SERVER, **active.headers}
+        if request.method not in ("GET", "HEAD"):
+            return _text(405, headers, {"Allow": "GET, HEAD"})
+        path = request.path
+        if path == "/healthz":
+            return web.Response(body=b"ok\n", headers={**headers, "Content-Type": TEXT})
+        if path == "/readyz":
+            try:
+                ready = bool(self.ready())
+            except Exception:
+                log.debug("ready() failed", exc_info=True)
+                ready = False
+            return web.Response(status=200 if ready else 503, body=b"ready\n" if ready else b"not ready\n",
+                                headers={**headers, "Content-Type": TEXT})
+        if not await self._authorized(active.auth, request.headers.get("Authorization")):
+            return _text(401, headers, {"WWW-Authenticate": 'Basic realm="ringtrace"'})
+        if path == "/metrics":
+            zipped = "gzip" in request.headers.get("Accept-Encoding", "")
+            try:
+                body, content_type = await asyncio.to_thread(self._body, request.headers.get("Accept", ""), zipped)
+            except Exception as err:
+                log.error("collecting metrics failed: %s", err, exc_info=log.isEnabledFor(logging.DEBUG))
+                return _text(500, headers)
+            extra = {"Content-Encoding": "gzip"} if zipped else {}
+            return web.Response(body=body, headers={**headers, "Content-Type": content_type, **extra})
+        if path == "/":
+            return web.Response(body=_PAGE, headers={**headers, "Content-Type": "text/html; charset=utf-8"})
+        return _text(404, headers)
+
+    def _body(self, accept: str, zipped: bool) -> tuple[bytes, str]:
+        body, content_type = self.render(accept)
+        return (gzip.compress(body, compresslevel=5) if zipped else body), content_type
+
+    async def _authorized(self, auth: BasicAuth, header: str | None) -> bool:
+        if auth.known(header):
+            return True
+        assert self._auth_pool is not None
+        return await asyncio.get_running_loop().run_in_executor(self._auth_pool, auth.check, header)

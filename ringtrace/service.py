@@ -2,7 +2,8 @@
 
 Used by ``ringtrace watch`` and ``ringtrace demo``: :func:`assemble` builds the fan-out of
 every configured sink, the :class:`App`, and the metrics server (not started).  The caller
-owns the result: ``start()`` before ``app.run()``, ``stop()`` after.
+owns the result and drives it inside its event loop: ``await start()`` (binds; raises OSError
+before anything is read), then ``await run()`` (the app, then ``stop()``).
 """
 
 from __future__ import annotations
@@ -25,25 +26,41 @@ log = logging.getLogger("ringtrace")
 
 
 class Service:
+    """A watch process: the app, its sinks and the metrics server, run in one event loop."""
+
     def __init__(self, app: App, fanout: FanOut, server: MetricsServer | None, notes: list[str]) -> None:
         self.app = app
         self.fanout = fanout
         self.server = server
         self.notes = notes
+        self._started = False
 
-    def start(self) -> None:
-        """Start serving metrics (raises OSError when the address is taken)."""
+    async def start(self) -> None:
+        """Start serving metrics in the running loop (raises OSError when the address is taken)."""
+        if self._started:
+            return
         if self.server is not None:
-            self.server.start()
+            await self.server.start()
             scheme = "https" if self.server.tls else "http"
             host = self.server.host if ":" not in self.server.host else f"[{self.server.host}]"
             url = f"{scheme}://{host}:{self.server.port}/metrics"
             self.notes.append(f"metrics: {url}")
             log.info("serving metrics on %s", url)
+        self._started = True
 
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
+    async def run(self) -> int:
+        """``start()`` if not done yet, then the app until it stops, then ``stop()``; the app's exit code."""
+        await self.start()
+        try:
+            return await self.app.run()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Stop serving metrics (idempotent)."""
+        if self.server is not None and self._started:
+            await self.server.stop()
+        self._started = False
 
 
 def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
@@ -90,6 +107,6 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     app = App(cfg, roots, fanout, on_batch=watched)
     server = None
     if prom is not None:
-        server = MetricsServer(cfg.metrics_addr, prom.registry, ready=lambda: app.ready,
+        server = MetricsServer(cfg.metrics_addr, prom.render, ready=lambda: app.ready,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)
     return Service(app, fanout, server, notes)
