@@ -10,7 +10,10 @@ Both store every accepted request (with its headers / metadata) unless ``keep=Fa
 only).  :meth:`OtlpReceiver.stop` and :meth:`OtlpReceiver.start` take it down and up again on the
 same ports (open HTTP keep-alive connections are cut too), so tests can simulate a receiver that
 is down at start or restarts mid-run; :meth:`go_down_after` stops it right after it accepted
-``k`` more requests, and :meth:`refuse_next` answers the next requests with UNAVAILABLE / 503.
+``k`` more requests, :meth:`refuse_next` answers the next requests with UNAVAILABLE / 503,
+:meth:`fail_next` with any gRPC status / HTTP status (and ``Retry-After``), and :meth:`script`
+plays a list of :class:`Fault` answers, one per request (a refusal, or a partial success rejecting
+some spans).  :class:`Blackhole` accepts TCP connections, reads and never answers.
 Waiting is on a condition with a deadline (:meth:`wait_for_spans`), never a sleep.
 
 Run ``python -m tests.otlp_receiver`` to serve in a process of its own: it prints one JSON line
@@ -26,7 +29,8 @@ import socket
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +39,7 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
@@ -99,6 +104,20 @@ class Received:
     request: ExportTraceServiceRequest
 
 
+@dataclass(frozen=True)
+class Fault:
+    """One request's answer: refused with ``grpc_code`` / ``http_status`` (nothing stored), or, with
+    ``reject`` > 0, accepted as a partial success that rejects that many spans."""
+
+    grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    http_status: int = 503
+    retry_after: float | None = None
+    reject: int = 0
+
+
+OK = Fault(grpc.StatusCode.OK, 200)
+
+
 def count_spans(req: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
 
@@ -109,12 +128,19 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
     def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         headers = {k: v if isinstance(v, str) else v.decode(errors="replace") for k, v in context.invocation_metadata()}
-        admitted, trip = self.rx._admit("grpc", headers, request)
-        if not admitted:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "test receiver is going down")
+        fault, trip = self.rx._admit("grpc", headers, request)
+        if fault is not None and not fault.reject:
+            context.abort(fault.grpc_code, "test receiver refuses")
         if trip:  # go down once this answer is out (so it is not lost with the connection)
             context.add_callback(self.rx._stop_in_background)
+        return _answer(fault)
+
+
+def _answer(fault: Fault | None) -> ExportTraceServiceResponse:
+    if fault is None or not fault.reject:
         return ExportTraceServiceResponse()
+    return ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+        rejected_spans=fault.reject, error_message=f"test receiver rejects {fault.reject} spans"))
 
 
 def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
@@ -134,8 +160,10 @@ def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _reply(self, code: int, body: bytes, ctype: str) -> None:
+        def _reply(self, code: int, body: bytes, ctype: str, retry_after: float | None = None) -> None:
             self.send_response(code)
+            if retry_after is not None:
+                self.send_header("Retry-After", f"{retry_after:g}")
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -163,11 +191,11 @@ def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
                 self._reply(400, str(err).encode(), "text/plain")
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
-            admitted, trip = rx._admit("http", headers, request)
-            if not admitted:
-                self._reply(503, b"test receiver is going down", "text/plain")
+            fault, trip = rx._admit("http", headers, request)
+            if fault is not None and not fault.reject:
+                self._reply(fault.http_status, b"test receiver refuses", "text/plain", fault.retry_after)
                 return
-            self._reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+            self._reply(200, _answer(fault).SerializeToString(), "application/x-protobuf")
             if trip:  # the answer is out: now go down
                 self.wfile.flush()
                 rx._stop_in_background()
@@ -187,7 +215,8 @@ class OtlpReceiver:
         self._spans = 0
         self._requests = 0
         self._refused = 0
-        self._refuse_next = 0
+        self._rejected = 0
+        self._faults: deque[Fault] = deque()
         self._down_after: int | None = None
         self._up = False
         self._grpc: grpc.Server | None = None
@@ -275,8 +304,17 @@ class OtlpReceiver:
 
     def refuse_next(self, n: int) -> None:
         """Answer the next ``n`` requests with UNAVAILABLE (gRPC) / 503 (HTTP), storing nothing."""
+        self.fail_next(n)
+
+    def fail_next(self, n: int, grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE, http_status: int = 503,
+                  retry_after: float | None = None) -> None:
+        """Answer the next ``n`` requests with ``grpc_code`` / ``http_status``, storing nothing."""
+        self.script([Fault(grpc_code, http_status, retry_after)] * n)
+
+    def script(self, faults: Iterable[Fault]) -> None:
+        """Answer the next requests with ``faults`` in order (``OK`` accepts one); then accept."""
         with self._cond:
-            self._refuse_next = n
+            self._faults = deque(faults)
 
     def go_down_after(self, k: int) -> None:
         """After ``k`` more accepted requests, refuse everything and stop (in a background thread)."""
@@ -302,13 +340,19 @@ class OtlpReceiver:
             else:
                 self._conns.discard(conn)
 
-    def _admit(self, protocol: str, headers: dict[str, str], request: ExportTraceServiceRequest) -> tuple[bool, bool]:
-        """(accepted, go down after answering)."""
+    def _admit(self, protocol: str, headers: dict[str, str],
+               request: ExportTraceServiceRequest) -> tuple[Fault | None, bool]:
+        """(the fault to answer with, or None to accept; go down after answering)."""
         with self._cond:
-            if not self._up or self._refuse_next > 0:
-                self._refuse_next = max(0, self._refuse_next - 1)
+            fault = self._faults.popleft() if self._faults else None
+            if fault is OK:
+                fault = None
+            if not self._up or (fault is not None and not fault.reject):
                 self._refused += 1
-                return False, False
+                self._cond.notify_all()
+                return fault or Fault(), False
+            if fault is not None:
+                self._rejected += min(fault.reject, count_spans(request))
             self._requests += 1
             self._spans += count_spans(request)
             if self.keep:
@@ -322,7 +366,7 @@ class OtlpReceiver:
                     self._stopper = threading.Thread(target=self.stop, name="otlp-rx-stop", daemon=True)
                     trip = True
             self._cond.notify_all()
-            return True, trip
+            return fault, trip
 
     def _stop_in_background(self) -> None:
         with self._cond:
@@ -335,11 +379,21 @@ class OtlpReceiver:
 
     def stats(self) -> dict[str, int]:
         with self._cond:
-            return {"spans": self._spans, "requests": self._requests, "refused": self._refused}
+            return {"spans": self._spans, "requests": self._requests, "refused": self._refused,
+                    "rejected": self._rejected}
 
     @property
     def span_count(self) -> int:
         return self._spans
+
+    @property
+    def refused(self) -> int:
+        return self._refused
+
+    @property
+    def rejected(self) -> int:
+        """Spans accepted in requests answered as a partial success rejecting them."""
+        return self._rejected
 
     def wait_for_spans(self, n: int, timeout: float = 30.0) -> bool:
         """Until at least ``n`` spans arrived; False when ``timeout`` ran out first."""
@@ -353,7 +407,7 @@ class OtlpReceiver:
     def clear(self) -> None:
         with self._cond:
             self._received.clear()
-            self._spans = self._requests = self._refused = 0
+            self._spans = self._requests = self._refused = self._rejected = 0
 
     def spans(self) -> list[ReceivedSpan]:
         """Every stored span, decoded, in arrival order."""
@@ -371,6 +425,74 @@ class OtlpReceiver:
                             sp.status.code, sp.status.message,
                             tuple(ReceivedEvent(e.name, e.time_unix_nano, attrs_of(e.attributes)) for e in sp.events),
                             resource, ss.scope.name, sp.kind, sp.flags)
+
+
+class Blackhole:
+    """A TCP listener on 127.0.0.1 that accepts every connection, reads what comes and never answers."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server((HOST, 0))
+        self.port = self._listener.getsockname()[1]
+        self._cond = threading.Condition()
+        self._conns: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self.bytes_received = 0
+        self.connections = 0
+        self._accepter = threading.Thread(target=self._accept, name="blackhole", daemon=True)
+        self._accepter.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            t = threading.Thread(target=self._swallow, args=(conn,), name="blackhole-conn", daemon=True)
+            with self._cond:
+                self._conns.append(conn)
+                self._threads.append(t)
+                self.connections += 1
+            t.start()
+
+    def _swallow(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._cond:
+                self.bytes_received += len(data)
+                self._cond.notify_all()
+
+    def wait_for_bytes(self, n: int = 1, timeout: float = 30.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.bytes_received >= n, timeout)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        self._listener.close()
+        self._accepter.join(10)
+        with self._cond:
+            conns, threads = list(self._conns), list(self._threads)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        for t in threads:
+            t.join(10)
+
+    def __enter__(self) -> Blackhole:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def main() -> None:

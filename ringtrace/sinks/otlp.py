@@ -262,6 +262,9 @@ class OtlpSink:
         deadline = self._deadline
         return math.inf if deadline is None else deadline - time.monotonic()
 
+    def _shutting_down(self) -> bool:
+        return self._deadline is not None or self._stop.is_set()
+
     def _nap(self, seconds: float) -> None:
         """The retry wait: ends early when flush sets a deadline or close stops the sink."""
         self._wake.wait(min(seconds, self._time_left()))
@@ -327,7 +330,7 @@ class OtlpSink:
             with self._cond:
                 if self._current is not job:
                     return
-                self._count(job, d.delivered, n - d.delivered, at_shutdown=d.delivered < n and self._time_left() <= 0)
+                self._count(job, d.delivered, n - d.delivered, at_shutdown=self._shutting_down())
 
     # -- end of life -------------------------------------------------------------------------------------
 
@@ -343,6 +346,14 @@ class OtlpSink:
             self._flushed = True
             if drained:
                 self._deadline = None  # everything went out: later runs get the full retry policy again
+        if not drained:  # the deadline passed: cut a request still waiting for its answer
+            self._abort()
+
+    def _abort(self) -> None:
+        try:
+            self.transport.abort()
+        except Exception as err:
+            log.debug("otlp: abort: %s", err)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every queued run was exported (or failed); False when ``timeout`` (default
@@ -373,10 +384,7 @@ class OtlpSink:
             self._stop.set()
             self._cond.notify_all()
         self._wake.set()
-        try:
-            self.transport.abort()
-        except Exception as err:
-            log.debug("otlp: abort: %s", err)
+        self._abort()
         self._worker.join(self.close_grace)
         with self._cond:
             for job in [*([self._current] if self._current is not None else []), *self._jobs]:
