@@ -1,0 +1,61 @@
+"""``ringtrace watch`` with ``--metrics-addr``: the server in the app's loop, its probes, exit codes."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests._writer import wait_for
+from tests.conftest import SAMPLES
+
+WATCH = [sys.executable, "-m", "ringtrace", "watch"]
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return -1
+
+
+def test_a_taken_address_is_exit_2_cannot_set_up_outputs(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([*WATCH, str(SAMPLES), "--metrics-addr", f"127.0.0.1:{port}",
+                               "--events", str(tmp_path / "ev.jsonl")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "cannot set up outputs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_watch_serves_metrics_and_probes_then_stops_on_sigterm(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*WATCH, str(SAMPLES), "--metrics-addr", f"127.0.0.1:{port}", "--idle-timeout", "60"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _status(f"{base}/readyz") == 200, timeout=30, what="/readyz 200 after the first scan")
+        assert _status(f"{base}/healthz") == 200
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
+            assert resp.headers["Server"] == "ringtrace"
+            assert b"ringtrace_run_scopes{" in resp.read()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    assert "Traceback" not in proc.stderr.read()
+    assert _status(f"{base}/healthz") == -1  # the port is closed with the process
