@@ -218,7 +218,7 @@ def check_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:
         if f.rule == "failed":
             out.append(f.message)
         elif f.rule == "wedged" and f.confirmed is not None and log is not None:
-            out.append(("host log confirms " if f.confirmed else "host log disagrees with the records: ")
+            out.append(("host log: " if f.confirmed else "host log, disagreeing with the records: ")
                        + describe_log(log))
     if not expect:
         return out

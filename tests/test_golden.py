@@ -5,6 +5,10 @@ Layout: ``tests/golden/<case>/input/...`` is a scope_stats tree (real sample fil
 v5, v7 and bad lines); ``expected.json`` is the exact ``ringtrace summary --format json .`` output
 run inside ``input/`` (so paths are relative), and ``expected.txt`` the table.
 
+Host-log cases (``hostlog_*``) hold a runtime host log beside (or instead of) the records and an
+``args.json``: the summary's arguments instead of ``.`` (e.g. ``["--host-log", "host.log", "."]``);
+``expected_check.txt`` is ``ringtrace check`` with the same arguments, its exit code on the first line.
+
 Regenerate after an intended change with::
 
     UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/test_golden.py
@@ -34,12 +38,20 @@ CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input").is_dir())
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
-def run_summary(case: str, fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-                ) -> tuple[int, str, str]:
+def case_args(case: str) -> list[str]:
+    args = GOLDEN / case / "args.json"
+    return list(json.loads(args.read_text())) if args.exists() else ["."]
+
+
+HOSTLOG_CASES = [c for c in CASES if (GOLDEN / c / "args.json").exists()]
+
+
+def run_summary(case: str, fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                command: str = "summary") -> tuple[int, str, str]:
     monkeypatch.chdir(GOLDEN / case / "input")
     for var in ("FORCE_COLOR", "NO_COLOR", "COLUMNS", "TERM"):
         monkeypatch.delenv(var, raising=False)
-    code = main(["summary", "--format", fmt, "."])
+    code = main([command, *(["--format", fmt] if command == "summary" else []), *case_args(case)])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -71,6 +83,12 @@ def test_summary_table(case: str, capsys: pytest.CaptureFixture[str], monkeypatc
     assert code == 0
     assert "\x1b[" not in out  # no colour codes when not on a terminal
     _check(GOLDEN / case / "expected.txt", out)
+
+
+@pytest.mark.parametrize("case", HOSTLOG_CASES)
+def test_check_with_host_log(case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, _ = run_summary(case, "", capsys, monkeypatch, "check")
+    _check(GOLDEN / case / "expected_check.txt", f"exit {code}\n{out}")
 
 
 # -- the expected files against an independent, naive reading of the raw lines -----------------
