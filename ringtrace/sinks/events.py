@@ -1,37 +1,90 @@
-"""The events sink: one JSON line per finished run (the summary's file object + ``reason``)."""
+"""The events sink: one JSON line per finished run (the summary's file object + ``reason``).
+
+Every line is written whole or not at all: it is built in memory and handed to the kernel in
+one ``os.write`` on the stream's file descriptor (opened with ``O_APPEND`` by
+:meth:`EventsSink.open`; Python's ``"ab"`` mode is the same).  When a regular file takes only
+part of a line (a full disk) or the write fails, the file is truncated back to where the line
+started and the error is raised to the :class:`~ringtrace.sinks.FanOut`, which logs and counts
+it (``ringtrace_sink_errors_total{sink="events"}``): that run's line is lost, the file holds
+only whole lines, and the next run's line starts on a line of its own.  Pipes and terminals
+(``--events -``) cannot be truncated; there the stream completes short writes itself.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
+import stat
 from typing import IO
 
 import msgspec
 
-from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.records import RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
 
 
 class EventsSink:
-    """Writes to ``stream`` (owned by the caller unless ``owns`` is set).  Line-buffered writes only."""
+    """Writes to ``stream`` (owned by the caller unless ``owns`` is set) through its file descriptor.
+
+    ``stream`` must have a ``fileno()``; nothing is buffered in the sink or in ``stream``.
+    """
 
     name = "events"
-    wants = WANT_SUMMARIES
 
-    def __init__(self, stream: IO[bytes], owns: bool = False) -> None:
+    def __init__(self, stream: IO[bytes], owns: bool = False, name: str = "") -> None:
         self._stream = stream
         self._owns = owns
         self._encoder = msgspec.json.Encoder()
+        stream.flush()
+        self._fd = stream.fileno()
+        mode = os.fstat(self._fd).st_mode
+        self._regular = stat.S_ISREG(mode)
+        self._append = bool(fcntl.fcntl(self._fd, fcntl.F_GETFL) & os.O_APPEND)
+        self._where = name or str(getattr(stream, "name", self._fd))
+
+    @classmethod
+    def open(cls, path: str) -> EventsSink:
+        """The sink of an events file, opened for appending (created 0644 if missing; OSError if it cannot be)."""
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return cls(os.fdopen(fd, "ab", buffering=0), owns=True, name=path)
 
     def receive(self, event: SinkEvent) -> None:
         if isinstance(event, RunFinished):
             obj = file_object(event)
             obj["reason"] = event.reason
-            self._stream.write(self._encoder.encode(obj) + b"\n")
+            self._write(self._encoder.encode(obj) + b"\n", event.source.path)
+
+    def _write(self, line: bytes, what: str) -> None:
+        fd = self._fd
+        if not self._regular:  # a pipe or a terminal: the stream writes it all (or raises: the reader left)
+            self._stream.write(line)
             self._stream.flush()
+            return
+        start = os.lseek(fd, 0, os.SEEK_END if self._append else os.SEEK_CUR)
+        done = 0
+        try:
+            while done < len(line):  # a short write is retried: the kernel then says why it stopped
+                n = os.write(fd, line[done:])
+                if n <= 0:
+                    raise OSError(errno.EIO, "write returned 0")
+                done += n
+            return
+        except OSError as e:
+            err = e
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            kept = "the file is truncated back to its last whole line"
+        except OSError as e:
+            kept = f"and it could not be truncated back to its last whole line ({e.strerror or e})"
+        cut = f" after {done} of {len(line)} bytes" if done else ""
+        raise OSError(err.errno, f"cannot write the event of {what} to {self._where}: {err.strerror or err}{cut}; "
+                                 f"the line is dropped, {kept}") from err
 
     def flush(self) -> None:
-        self._stream.flush()
+        """Nothing is buffered: every line went to the kernel in :meth:`receive`."""
 
     def close(self) -> None:
-        self._stream.flush()
         if self._owns:
             self._stream.close()

@@ -1,0 +1,104 @@
+"""The events sink writes whole lines or nothing, also on a full disk (a real, small tmpfs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.sinks import FanOut
+from ringtrace.sinks.events import EventsSink
+from tests._tmpfs import fill, small_tmpfs
+from tests.sinks.test_perfetto import FAILED, L3, read_events
+
+OLD = b'{"old": "a whole line from before"}\n'
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[SinkEvent]:
+    events = read_events([L3, FAILED])
+    assert sum(isinstance(e, RunFinished) for e in events) == 4
+    return events
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    data = path.read_bytes()
+    assert data.endswith(b"\n"), f"a torn last line: {data[-80:]!r}"
+    return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.mark.parametrize("opener", ["sink", "ab"])
+def test_one_whole_line_per_finished_run(tmp_path: Path, runs: list[SinkEvent], opener: str) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(OLD)
+    sink = EventsSink.open(str(path)) if opener == "sink" else EventsSink(open(path, "ab"), owns=True)  # noqa: SIM115
+    fanout = FanOut([sink])
+    fanout.receive_all(runs)
+    fanout.close()
+    lines = _lines(path)
+    assert fanout.errors["events"] == 0
+    finished = [e for e in runs if isinstance(e, RunFinished)]
+    assert lines[0] == {"old": "a whole line from before"}
+    assert [(x["path"], x["reason"]) for x in lines[1:]] == [(f.source.path, f.reason) for f in finished]
+
+
+@pytest.mark.parametrize("opener", ["sink", "ab"])
+def test_full_disk_keeps_only_whole_lines_and_counts_every_lost_line(tmp_path: Path, runs: list[SinkEvent],
+                                                                     opener: str) -> None:
+    finished = [e for e in runs if isinstance(e, RunFinished)]
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        path = mnt / "events.jsonl"
+        path.write_bytes(OLD)  # the file's page has ~4 KB of room left, then the disk is full
+        filler = fill(mnt, free=0)
+        sink = EventsSink.open(str(path)) if opener == "sink" else EventsSink(open(path, "ab"), owns=True)  # noqa: SIM115
+        fanout = FanOut([sink])
+        fanout.receive_all(runs)  # lines of 3.2, 4.1, 0.9 and 1.4 KB: the first fits, the second is cut
+        lost = fanout.errors["events"]
+        written = _lines(path)[1:]
+        assert lost >= 1 and len(written) + lost == len(finished)
+        assert [x["path"] for x in written] == [f.source.path for f in finished][:len(written)]
+        filler.unlink()  # room again: the next line is whole, on a line of its own
+        fanout.receive(finished[0])
+        fanout.close()
+        again = _lines(path)
+        assert again[0] == {"old": "a whole line from before"} and again[1:-1] == written
+        assert again[-1]["path"] == finished[0].source.path and fanout.errors["events"] == lost
+
+
+def test_a_short_write_is_truncated_back(tmp_path: Path, runs: list[SinkEvent]) -> None:
+    """A line that only partly fits (a short write on the file's last page) leaves no trace."""
+    big = next(e for e in runs if isinstance(e, RunFinished) and e.source.path.endswith("d1/scope_stats/"
+                                                                                       "scope_stats.jsonl"))
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        path = mnt / "events.jsonl"
+        path.write_bytes(OLD)
+        fill(mnt, free=0)
+        sink = EventsSink.open(str(path))
+        with pytest.raises(OSError) as err:
+            sink.receive(big)  # 4.1 KB into the ~4 KB left in the page: cut short
+        assert f"after {4096 - len(OLD)} of " in str(err.value)  # it was cut short, then truncated
+        assert "the line is dropped, the file is truncated back to its last whole line" in str(err.value)
+        assert path.read_bytes() == OLD
+        sink.close()
+
+
+def test_watch_on_a_full_disk_writes_whole_lines_and_reports_the_lost_ones(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for src in (L3, FAILED):
+        shutil.copytree(src, tree / src.name)
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        events = mnt / "events.jsonl"
+        events.write_bytes(OLD)
+        fill(mnt, free=0)
+        r = subprocess.run([sys.executable, "-m", "ringtrace", "watch", "--once", str(tree), "--events", str(events)],
+                           capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 0 and "Traceback" not in r.stderr
+        lines = _lines(events)
+        lost = r.stderr.count("sink events failed in receive: ")
+        assert lost >= 1 and len(lines) - 1 + lost == 4
+        assert f"sink events failed {lost} time(s)" in r.stderr and "No space left on device" in r.stderr
