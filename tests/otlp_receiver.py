@@ -26,6 +26,7 @@ import contextlib
 import gzip
 import json
 import socket
+import ssl
 import sys
 import threading
 import zlib
@@ -34,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -203,11 +205,29 @@ def _handler(rx: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+@dataclass(frozen=True)
+class Tls:
+    """Server certificate and key; with ``client_ca``, clients must present a certificate it signed."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def server_context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, self.key)
+        if self.client_ca is not None:
+            ctx.load_verify_locations(self.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+
 class OtlpReceiver:
     """Both servers; ``start()`` picks ports the first time and reuses them on every restart."""
 
-    def __init__(self, *, keep: bool = True) -> None:
+    def __init__(self, *, keep: bool = True, tls: Tls | None = None) -> None:
         self.keep = keep
+        self.tls = tls
         self.grpc_port = 0
         self.http_port = 0
         self._cond = threading.Condition()
@@ -230,12 +250,16 @@ class OtlpReceiver:
 
     @property
     def grpc_endpoint(self) -> str:
-        return f"http://{HOST}:{self.grpc_port}"
+        return f"{self._scheme}://{HOST}:{self.grpc_port}"
+
+    @property
+    def _scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def http_endpoint(self) -> str:
         """The base URL (as in ``OTEL_EXPORTER_OTLP_ENDPOINT``); traces go to ``/v1/traces`` under it."""
-        return f"http://{HOST}:{self.http_port}"
+        return f"{self._scheme}://{HOST}:{self.http_port}"
 
     def endpoint(self, protocol: str) -> str:
         return self.grpc_endpoint if protocol == "grpc" else self.http_endpoint
@@ -251,13 +275,22 @@ class OtlpReceiver:
                                       ("grpc.max_receive_message_length", 64 << 20)])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
             _TraceService(self), server)
-        port = server.add_insecure_port(f"{HOST}:{self.grpc_port}")
+        if self.tls is not None:
+            t = self.tls
+            creds = grpc.ssl_server_credentials([(t.key.read_bytes(), t.cert.read_bytes())],
+                                                t.client_ca.read_bytes() if t.client_ca else None,
+                                                require_client_auth=t.client_ca is not None)
+            port = server.add_secure_port(f"{HOST}:{self.grpc_port}", creds)
+        else:
+            port = server.add_insecure_port(f"{HOST}:{self.grpc_port}")
         if port == 0:
             raise OSError(f"cannot bind gRPC receiver on {HOST}:{self.grpc_port}")
         self.grpc_port = port
         server.start()
         httpd = ThreadingHTTPServer((HOST, self.http_port), _handler(self))
         httpd.daemon_threads = True
+        if self.tls is not None:
+            httpd.socket = self.tls.server_context().wrap_socket(httpd.socket, server_side=True)
         self.http_port = httpd.server_address[1]
         thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                   name="otlp-rx-http", daemon=True)

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,7 +68,7 @@ from ringtrace.sinks._otlp_spans import (
 )
 from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_url
 from tests.conftest import SAMPLES, encode_lines, meta, rec
-from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan
+from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls
 
 PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http/protobuf")
 FAILED = SAMPLES / "failed"
@@ -1039,6 +1040,55 @@ def test_standard_otel_environment_is_honoured(rx: OtlpReceiver, protocol: Proto
     assert sink.settings.compression == "gzip"  # gRPC's per-message compression is not visible to a servicer
     res = rx.spans()[0].resource
     assert (res["deployment.environment"], res["team"], res["service.name"]) == ("ci", "rings", "ringtrace")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, made by the openssl CLI."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not installed")
+    d = tmp_path_factory.mktemp("pki")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=otlp-test-ca")
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1\n"), ("client", "extendedKeyUsage=clientAuth\n")):
+        (d / f"{name}.ext").write_text(ext)
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+    return d
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_tls_with_client_certificates_from_the_environment(pki: Path, protocol: Protocol,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An https endpoint: the server is checked against OTEL_EXPORTER_OTLP_CERTIFICATE, and the client shows
+    OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE / _CLIENT_KEY to a receiver that requires one."""
+    tls = Tls(pki / "server.crt", pki / "server.key", client_ca=pki / "ca.crt")
+    with OtlpReceiver(tls=tls) as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(pki / "ca.crt"))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki / "client.crt"))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki / "client.key"))
+        assert rx.endpoint(protocol).startswith("https://")
+        sink = make_sink(rx, protocol)
+        try:
+            col = convert([FAILED], sink)
+        finally:
+            sink.close()
+        assert sink.settings.tls and (sink.spans_exported, sink.spans_failed) == (kept_spans(col), 0)
+        assert rx.span_count == kept_spans(col)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_CLIENT_KEY")
+        fake = FakeTime()
+        anonymous = make_sink(rx, protocol, sleep=fake.sleep, clock=fake.clock, retry=RetryPolicy(attempts=2))
+        try:
+            convert([FLOW], anonymous)
+        finally:
+            anonymous.close()
+        assert (anonymous.spans_exported, anonymous.spans_failed) == (0, 6)  # no client certificate: refused
 
 
 def test_otel_service_name_overrides_the_default(rx: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
