@@ -7,15 +7,17 @@ Real logs from the runtime's simulator are in ``tests/fixtures/samples/failed/*/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ringtrace.diagnose import diagnose
 from ringtrace.hostlog import MAX_LINE, HostLogParser, parse_host_log
 from ringtrace.hostlog_match import match_logs
-from ringtrace.records import HostLog
-from tests.conftest import SAMPLES
+from ringtrace.records import Deadlock, Finding, HostLog, RingSizes, RunSummary, Usage
+from tests.conftest import SAMPLES, read_lines, rec, with_totals
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FLOW_LOG = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/host.log"
@@ -240,3 +242,63 @@ def test_match_by_written_path_and_one_log_per_file() -> None:
     assert m.file == R1 and "wrote" in m.reason
     a, b = match_logs([_log("w/a.log"), _log("w/b.log")], [L2])
     assert a.file == L2 and b.file is None and "already has host log w/a.log" in b.reason
+
+
+# -- the findings a log changes (diagnose) ------------------------------------------------------
+
+
+def _summary(lines: list[Any], **kw: Any) -> tuple[RunSummary, tuple[tuple[Usage | None, ...], ...]]:
+    d = read_lines(with_totals(lines, **kw))
+    return d.summary, tuple(d.pairer.open_usage())
+
+
+FLOW_LINES = [rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 3, tw=(0, 1)),
+              rec("a.cpp:2", "begin", 4, tw=(0, 3))]
+
+
+def _wedged(log: HostLog | None, lines: list[Any] = FLOW_LINES, **kw: Any) -> Finding:
+    s, usage = _summary(lines, **({"task_window": 4} | kw))
+    (f,) = [x for x in diagnose(s, None, usage, log) if x.rule == "wedged"]
+    return f
+
+
+def test_wedged_confirmed_contradicted_or_unknown() -> None:
+    assert _wedged(None).confirmed is None and _wedged(None).code == 3
+    agree = _wedged(HostLog("h.log", orch_error_code=3, error_name="FLOW_CONTROL_DEADLOCK"))
+    assert (agree.confirmed, agree.code) == (True, 3)
+    assert "Confirmed by the host log: orch_error_code=3" in agree.message
+    heap = Deadlock("heap", 7, "Heap Exhausted! ring=3", ring=3, requested_bytes=1024, heap_size=8192,
+                    heap_available=0)
+    disagree = _wedged(HostLog("h.log", orch_error_code=2, error_name="HEAP_RING_DEADLOCK", deadlock=heap))
+    assert (disagree.confirmed, disagree.code, disagree.resource, disagree.fill) == (False, 2, None, None)
+    assert ("The host log disagrees: it says orch_error_code=2 HEAP_RING_DEADLOCK on ring 3, requested 1.0 KiB, "
+            "ring full (0 B free) (h.log:7), the records suggested orch_error_code=3") in disagree.message
+    other_ring = _wedged(HostLog("h.log", orch_error_code=3, deadlock=Deadlock("task_window", 2, "", ring=1)))
+    assert "the log names ring 1, the innermost open scope is on ring 3" in other_ring.message
+    no_code = _wedged(HostLog("h.log", fatal_lines=("FATAL: something",)))
+    assert no_code.confirmed is None and "reports a failure without an error code: FATAL: something" in no_code.message
+
+
+def test_a_code_only_the_log_knows_is_named_and_confirmed() -> None:
+    lines = [rec("(unknown):0", "begin", 0)]  # nothing near capacity: the records cannot tell
+    assert _wedged(None, lines).code is None
+    f = _wedged(HostLog("h.log", orch_error_code=2, error_name="HEAP_RING_DEADLOCK"), lines)
+    assert (f.confirmed, f.code) == (True, 2) and "Named by the host log: orch_error_code=2" in f.message
+    assert "look for orch_error_code= in the host log" not in f.message
+
+
+def test_failed_without_a_wedge_and_sizes_mismatch() -> None:
+    lines = [rec("(unknown):0", "begin", 0), rec("(unknown):0", "end", 0, tw=(0, 1))]
+    s, _ = _summary(lines, heap=[1024, 2048, 4096, 8192])
+    ok = HostLog("h.log", ring_sizes=RingSizes((16,) * 4, (1024, 2048, 4096, 8192), (64,) * 4, 3))
+    assert diagnose(s, None, (), ok) == diagnose(s)
+    bad = HostLog("h.log", orch_error_code=4, error_name="DEP_POOL_OVERFLOW",
+                  ring_sizes=RingSizes((16,) * 4, (1024, 2048, 2 << 30, 8192), (64,) * 4, 3))
+    rules = {f.rule: f for f in diagnose(s, None, (), bad)}
+    assert rules["failed"].severity == "error" and rules["failed"].code == 4
+    assert "although the records show no scope left open" in rules["failed"].message
+    assert rules["ring_sizes_mismatch"].message.endswith(
+        "ring 2 heap 2.0 GiB in the log, 4.0 KiB in the metadata: the log and the records may be from different runs")
+    v4, _ = _summary([rec("(unknown):0", "begin", 0, dp=None), rec("(unknown):0", "end", 0, dp=None)], version=4)
+    assert [f.rule for f in diagnose(v4, None, (), HostLog("h.log", ring_sizes=RingSizes(
+        (16,) * 4, (1024,) * 4, (1,) * 4)))] == []  # no dep pool in a v4 file: nothing to compare
