@@ -29,19 +29,22 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import aiofiles
 import watchfiles
 
 from ringtrace.config import Config
-from ringtrace.records import SinkEvent
+from ringtrace.records import SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.follower import SLICE, Follower
 from ringtrace.tail.tailer import Tailer
 
 log = logging.getLogger("ringtrace.app")
+_T = TypeVar("_T")
 
 SHUTDOWN_SECONDS = 4.5
 IN_FLIGHT_BYTES = 4 * SLICE
@@ -89,7 +92,7 @@ class App:
     def __init__(self, cfg: Config, roots: list[str], fanout: FanOut, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  on_batch: Callable[[list[SinkEvent]], None] | None = None,
-                 in_flight_bytes: int = IN_FLIGHT_BYTES) -> None:
+                 in_flight_bytes: int = IN_FLIGHT_BYTES, wants: Wants | None = None) -> None:
         self.cfg = cfg
         self.fanout = fanout
         self.clock = clock
@@ -101,7 +104,8 @@ class App:
             saved, warning = state_mod.load(self.state_dir)
             if warning:
                 log.warning("%s", warning)
-        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, fanout.wants)
+        # ``wants``: what RunProgress carries; by default what the sinks read (an ``on_batch`` observer may want more)
+        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants)
         self.ready = False
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)
@@ -111,6 +115,16 @@ class App:
         self._queue: asyncio.Queue[tuple[list[SinkEvent], int] | None] = asyncio.Queue()
         self._watch_points: list[tuple[Path, bool]] = []
         self._watch_changed = asyncio.Event()
+        # One thread reads and decodes, one delivers to the sinks: work stays on the same two threads
+        # (fewer malloc arenas holding freed slices than a pool of six) and each stage stays in order.
+        self._reader_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-reader")
+        self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-sinks")
+
+    async def _on_reader(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, fn, *args)
+
+    async def _on_sinks(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._sink_pool, fn, *args)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -133,6 +147,8 @@ class App:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
+            self._reader_pool.shutdown(wait=False)
+            self._sink_pool.shutdown(wait=False)
         return 0
 
     # -- reader ---------------------------------------------------------------------------
@@ -150,7 +166,7 @@ class App:
             await self.in_flight.release(acquired)
 
     async def _call(self, fn: Callable[..., list[SinkEvent]], *args: object) -> None:
-        await self._emit(await asyncio.to_thread(fn, *args))
+        await self._emit(await self._on_reader(fn, *args))
 
     async def _reader(self) -> None:
         tailer = self.tailer
@@ -210,7 +226,7 @@ class App:
         """Look at ``f`` once: at most one slice read; returns whether more is due.  A fault stays with the file."""
         held = 0
         try:
-            async with aiofiles.open(f.path, "rb", buffering=0, opener=_nonblocking) as fh:
+            async with aiofiles.open(f.path, "rb", buffering=0, opener=_nonblocking, executor=self._reader_pool) as fh:
                 st = os.fstat(fh.fileno())
                 events, want = f.look(st, self.clock(), self.wall())
                 await self._emit(events)
@@ -224,7 +240,7 @@ class App:
                     head = await fh.read(want.head)
                 await fh.seek(want.offset)
                 data = await fh.read(want.length)
-            events, more = await asyncio.to_thread(f.take, want, head, data, self.clock(), st)
+            events, more = await self._on_reader(f.take, want, head, data, self.clock(), st)
         except FileNotFoundError:
             await self._emit(self.tailer.vanished(f), held)
             return False
@@ -246,7 +262,7 @@ class App:
         if self.state_dir is None:
             return
         try:
-            await asyncio.to_thread(state_mod.save, self.state_dir, self.tailer.snapshot())
+            await self._on_reader(state_mod.save, self.state_dir, self.tailer.snapshot())
         except OSError as err:
             log.error("cannot save state in %s: %s", self.state_dir, err)
 
@@ -308,14 +324,14 @@ class App:
                 break
             batch, weight = item
             try:
-                await asyncio.to_thread(self.fanout.receive_all, batch)
+                await self._on_sinks(self.fanout.receive_all, batch)
                 if self.on_batch is not None:
                     self.on_batch(batch)
             finally:
                 await self.in_flight.release(weight)
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await asyncio.to_thread(self.fanout.flush)
+                await self._on_sinks(self.fanout.flush)
         except TimeoutError:
             log.error("sinks did not flush within %.1fs; exiting anyway", SHUTDOWN_SECONDS)
-        await asyncio.to_thread(self.fanout.close)
+        await self._on_sinks(self.fanout.close)

@@ -245,7 +245,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     import asyncio
 
-    from ringtrace.http import WebConfigError
+    from ringtrace.webconfig import WebConfigError
     from ringtrace.service import assemble
 
     try:
@@ -271,7 +271,7 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 
 def cmd_demo(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     from ringtrace.demo import run_demo
-    from ringtrace.http import WebConfigError
+    from ringtrace.webconfig import WebConfigError
 
     try:
         return run_demo(cfg, args.dir, args.pace, out, args.serve)

@@ -12,15 +12,17 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ringtrace.app import App
 from ringtrace.config import Config
-from ringtrace.http import MetricsServer
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.events import EventsSink
-from ringtrace.sinks.otlp import OtlpSink
-from ringtrace.sinks.perfetto import PerfettoDirSink
-from ringtrace.sinks.prometheus import PrometheusSink
+
+if TYPE_CHECKING:
+    from ringtrace.http import MetricsServer
+    from ringtrace.sinks.otlp import OtlpSink
+    from ringtrace.sinks.prometheus import PrometheusSink
 
 log = logging.getLogger("ringtrace")
 
@@ -64,7 +66,11 @@ class Service:
 
 
 def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
-    """The file/network sinks the configuration asks for, and a note per output for people."""
+    """The file/network sinks the configuration asks for, and a note per output for people.
+
+    Each exporter is imported only when configured: a node agent with ``--events`` alone does not
+    carry gRPC, protobuf or aiohttp in memory.
+    """
     sinks: list[Sink] = []
     notes: list[str] = []
     if cfg.events == "-":
@@ -73,10 +79,14 @@ def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
         sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
         notes.append(f"events: {cfg.events}")
     if cfg.perfetto_dir:
+        from ringtrace.sinks.perfetto import PerfettoDirSink
+
         Path(cfg.perfetto_dir).mkdir(parents=True, exist_ok=True)
         sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
         notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
     if otlp_wanted(cfg):
+        from ringtrace.sinks.otlp import OtlpSink
+
         sinks.append(OtlpSink.from_config(cfg, flush_timeout=4.0))  # within the app's shutdown budget
         notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
                      f"({cfg.otlp_protocol})")
@@ -94,8 +104,10 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     sinks, notes = sinks_from_config(cfg)
     fanout = FanOut([*(extra or []), *sinks])
     prom: PrometheusSink | None = None
-    otlp = next((s for s in sinks if isinstance(s, OtlpSink)), None)
+    otlp: OtlpSink | None = next((s for s in sinks if s.name == "otlp"), None)  # type: ignore[assignment]
     if cfg.metrics_addr:
+        from ringtrace.sinks.prometheus import PrometheusSink
+
         prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors,
                               otlp_stats=otlp.stats if otlp is not None else None)
         fanout.add(prom)
@@ -107,6 +119,8 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     app = App(cfg, roots, fanout, on_batch=watched)
     server = None
     if prom is not None:
+        from ringtrace.http import MetricsServer
+
         server = MetricsServer(cfg.metrics_addr, prom.render, ready=lambda: app.ready,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)
     return Service(app, fanout, server, notes)

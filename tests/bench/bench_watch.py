@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from ringtrace import config  # noqa: E402
 from ringtrace.app import App  # noqa: E402
-from ringtrace.records import RunFinished, RunProgress, SinkEvent  # noqa: E402
+from ringtrace.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
 from ringtrace.sim import generate_bytes, named, write_file  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 
@@ -74,7 +74,7 @@ def latency(tmp: Path, appends: int, poll: bool) -> tuple[float, float]:
     cfg = config.build({"poll": poll, "poll_interval": 0.1, "idle_timeout": 600}, env={})
 
     async def main() -> list[float]:
-        app = App(cfg, [str(root)], FanOut([]), on_batch=on_batch)
+        app = App(cfg, [str(root)], FanOut([]), on_batch=on_batch, wants=WANT_ALL)
         task = asyncio.create_task(app.run())
         while not app.ready:
             await asyncio.sleep(0.01)
