@@ -245,8 +245,8 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     import asyncio
 
-    from ringtrace.webconfig import WebConfigError
     from ringtrace.service import assemble
+    from ringtrace.webconfig import WebConfigError
 
     try:
         service = assemble(cfg, list(args.paths))

@@ -116,7 +116,7 @@ def live_latency(tree: Path, tmp: Path, appends: int) -> tuple[float, float, int
                 finished_old[0] += 1
 
     cfg = config.build({"idle_timeout": 600}, env={})
-    sinks = FanOut([PrometheusSink(), EventsSink(open(os.devnull, "wb"), owns=True),
+    sinks = FanOut([PrometheusSink(), EventsSink(open(os.devnull, "wb"), owns=True),  # noqa: SIM115
                     PerfettoDirSink(tmp / "lat-traces")])
 
     async def main() -> tuple[list[float], int]:
