@@ -9,6 +9,17 @@ Pairing is exact and uses one stack per file (the depth stack of open scopes):
   :class:`UnmatchedEnd` and the stack is left as it is.
 
 Scopes still open when the run is finished are *wedged*: the innermost is where it stopped.
+
+Besides the §5 maxima, each ring keeps three facts for sizing (``ringtrace.advise``):
+
+* ``pinned``: the most a ring held in blocks of scopes still open, under the guide's model
+  (a block is freed at its scope's exit, FIFO): for a scope with no nested scope on its own
+  ring that is its ``alloc``; for one with nested same-ring scopes it is counted from its own
+  first allocation (nested scopes that closed before it are reclaimable).  Exact on the
+  project's simulator without loop-carried values; an estimate on the runtime;
+* ``request``: the largest heap block (and dep-pool entries) of a single task, from scopes
+  that submitted exactly one task and did not cross the heap's end (a hard lower bound);
+* ``tail_moved``: whether the ring's tail ever moved (the allocator had to wait).
 """
 
 from __future__ import annotations
@@ -40,13 +51,16 @@ class _Ring:
     and the high-water begin line are indexed the same way.
     """
 
-    __slots__ = ("lines", "maxima", "scopes", "sites")
+    __slots__ = ("first", "lines", "maxima", "nested", "request", "scopes", "sites")
 
-    def __init__(self) -> None:
+    def __init__(self, first: Record | None = None) -> None:
         self.scopes = 0
-        self.maxima = [0] * 9
+        self.maxima = [0] * 12  # 9..11: ``pinned`` per resource (see the module docstring)
         self.sites = [""] * 9
         self.lines = [0] * 9
+        self.request = [0, 0]  # heap bytes, dep-pool entries of one task
+        self.nested = False  # a scope closed nested in a scope on this ring (else ``pinned`` is ``alloc``)
+        self.first = first  # the begin of the ring's first paired scope: its tails are the ring's first
 
     def fold(self, usage: tuple[Usage | None, ...], site: str, begin_line: int) -> None:
         """Fold a new scope's usage into the maxima (the ring's first scope sets them)."""
@@ -62,6 +76,10 @@ class _Ring:
                 m[j + 1], sites[j + 1] = u.live_at_exit, site
             if u.alloc > m[j + 2] or first:
                 m[j + 2], sites[j + 2] = u.alloc, site
+
+    def pinned(self, i: int) -> int:
+        """``pinned`` of resource ``i``: without same-ring nesting every scope's alloc was all held."""
+        return self.maxima[9 + i] if self.nested else max(self.maxima[3 * i + 2], 0)
 
 
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
@@ -89,6 +107,9 @@ class Pairer:
         self._stack: list[Record] = []
         self._rings: dict[int, _Ring] = {}  # rings with paired scopes
         self._last: dict[int, Record] = {}  # latest record per ring (every ring seen)
+        # by depth, for an open scope with closed nested scopes on its own ring: [its begin, the record
+        # up to which its ring's allocation is accounted for, the record at its own first allocation or None]
+        self._nest: list[list[Record | None] | None] = [None] * 66
         self.records = 0
         self.scopes = 0
         self.unmatched_begins = 0
@@ -115,6 +136,7 @@ class Pairer:
         last = self._last
         tm_peak = self._tm_peak
         max_depth = self.max_depth
+        nest = self._nest
         scopes = 0
         for e in recs:
             ring_no = e.ring
@@ -158,10 +180,32 @@ class Pairer:
             try:
                 ring = rings[ring_no]
             except KeyError:
-                ring = rings[ring_no] = _Ring()
+                ring = rings[ring_no] = _Ring(b)
+            m = ring.maxima
+            if t2 == 1:
+                self._request(ring, b, e, h2, d2)
+            if stack and stack[-1].ring == ring_no:  # nested on its parent's ring: see _nested
+                p = stack[-1]
+                st = nest[p.depth]
+                if st is None or st[0] is not p:
+                    own = p if b.task_window_end > p.task_window_end else None  # the parent allocated first
+                    nest[p.depth] = [p, e, own]
+                    if own is None or not ring.nested:
+                        self._nested(ring, None, b, e, t2, h2, d2)
+                elif st[2] is None:
+                    self._nested(ring, st, b, e, t2, h2, d2)
+            elif ring.nested:  # the outermost scope on a ring with nesting
+                st = nest[depth]
+                if st is not None and st[0] is b:
+                    nest[depth] = None
+                    if st[2] is not b:
+                        self._held_from_own(ring, st, e)
+                    elif t2 > m[9] or h2 > m[10] or d2 > m[11]:
+                        self._pin(ring, t2, h2, d2)
+                elif t2 > m[9] or h2 > m[10] or d2 > m[11]:
+                    self._pin(ring, t2, h2, d2)
             ring.scopes += 1
             scopes += 1
-            m = ring.maxima
             if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
                     or (dp is not None and (d0 > m[6] or d1 > m[7] or d2 > m[8])) or ring.scopes == 1):
                 ring.fold(usage, e.site, b.line)
@@ -172,6 +216,72 @@ class Pairer:
         self._tm_live = recs[-1].tensormap
         self.records += len(recs)
         return events
+
+    @staticmethod
+    def _pin(ring: _Ring, t: int, h: int, d: int) -> None:
+        m = ring.maxima
+        m[9], m[10], m[11] = max(m[9], t), max(m[10], h), max(m[11], d)
+
+    def _nested(self, ring: _Ring, st: list[Record | None] | None, b: Record, e: Record, t: int, h: int,
+                d: int) -> None:
+        """Scope ``b``..``e`` closed inside the open scope on top of the stack, on the same ring, and that
+        parent has no own allocation known (else the parent's pin covers this one).
+
+        ``st`` is the parent's entry when this is not its first nested scope to close: did the parent
+        allocate between the previous one and this one?
+        """
+        if not ring.nested:  # the first nesting on this ring: every scope so far held all it allocated
+            ring.nested = True
+            m = ring.maxima
+            m[9], m[10], m[11] = max(m[2], 0), max(m[5], 0), max(m[8], 0)
+        if st is not None:
+            acc = st[1]
+            if acc is not None and b.task_window_end > acc.task_window_end:
+                st[2] = acc
+            st[1] = e
+        own = self._nest[b.depth]
+        if own is not None and own[0] is b:
+            self._nest[b.depth] = None
+            self._held_from_own(ring, own, e)
+        else:
+            self._pin(ring, t, h, d)
+
+    def _held_from_own(self, ring: _Ring, st: list[Record | None], e: Record) -> None:
+        """A scope with nested same-ring scopes closed: it held from its own first allocation to its end."""
+        acc, own = st[1], st[2]
+        if own is None and acc is not None and e.task_window_end > acc.task_window_end:
+            own = acc
+        if own is not None:
+            self._pin(ring, e.task_window_end - own.task_window_end, e.heap_end - own.heap_end,
+                      (e.dep_pool_end or 0) - (own.dep_pool_end or 0))
+
+    def _request(self, ring: _Ring, b: Record, e: Record, h: int, d: int) -> None:
+        """A scope that submitted one task: its heap alloc is one block unless it crossed the ring's end."""
+        cap = self.meta.capacity("heap", e.ring) if self.meta is not None else None
+        req = ring.request
+        if cap is not None and b.heap_end // cap == (e.heap_end - 1) // cap and h > req[0]:
+            req[0] = h
+        if d > req[1]:
+            req[1] = d
+
+    def _open_pinned(self, ring_no: int) -> tuple[int, int, int]:
+        """What the open scopes on ``ring_no`` hold at the ring's latest record (same model as ``pinned``)."""
+        last = self._last.get(ring_no)
+        if last is None:
+            return (0, 0, 0)
+        for b in self._stack:
+            if b.ring != ring_no:
+                continue
+            st = self._nest[b.depth]
+            if st is not None and st[0] is b:
+                if st[2] is None:
+                    continue  # only nested scopes allocated so far (those that closed are reclaimable)
+                base = st[2]
+            else:
+                base = b
+            return (last.task_window_end - base.task_window_end, last.heap_end - base.heap_end,
+                    (last.dep_pool_end or 0) - (base.dep_pool_end or 0))
+        return (0, 0, 0)
 
     def _abandon(self, min_depth: int, line: int) -> list[PairEvent]:
         """Pop open scopes of depth >= ``min_depth`` as unmatched begins."""
@@ -207,13 +317,20 @@ class Pairer:
             e = self._last[ring_no]  # live = head - tail at the ring's latest record
             live = (e.task_window_end - e.task_window_start, e.heap_end - e.heap_start,
                     0 if e.dep_pool_end is None else e.dep_pool_end - (e.dep_pool_start or 0))
+            f = ring.first
+            tails = (e.task_window_start, e.heap_start, e.dep_pool_start or 0)
+            first = (0, 0, 1) if f is None else (f.task_window_start, f.heap_start, f.dep_pool_start or 0)
+            moved = any(a > b for a, b in zip(tails, first, strict=True))
+            held = self._open_pinned(ring_no)
+            requests = (1, ring.request[0], ring.request[1])
             for i, resource in enumerate(RESOURCES):
                 if resource == "dep_pool" and meta is not None and meta.version == 4:
                     continue
                 cap = meta.capacity(resource, ring_no) if meta is not None else None
                 m, sites, j = ring.maxima, ring.sites, 3 * i
                 peaks.append(Peak(ring_no, resource, cap, m[j], sites[j], ring.lines[j], m[j + 1], sites[j + 1],
-                                  m[j + 2], sites[j + 2], live[i], ring.scopes))
+                                  m[j + 2], sites[j + 2], live[i], ring.scopes, ring.pinned(i), held[i],
+                                  requests[i] if ring.scopes else 0, moved))
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,

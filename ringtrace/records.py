@@ -129,6 +129,10 @@ class Peak(msgspec.Struct, frozen=True):
     alloc_site: str
     live: int  # head - tail at the ring's latest boundary record
     scopes: int  # paired scopes on this ring (0: figures other than ``live`` are not meaningful)
+    pinned: int = 0  # most held by open scopes' blocks (freed at scope exit, FIFO): the model's need (see pair)
+    open_pinned: int = 0  # what the scopes still open held at the ring's latest record (a wedge's backlog)
+    request: int = 0  # largest single task's allocation seen (a hard lower bound on the need); 0: unknown
+    tail_moved: bool = False  # the ring's tail moved: the allocator had to wait (the run was tight)
 
     @property
     def high_water_ratio(self) -> float | None:
