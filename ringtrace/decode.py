@@ -168,9 +168,15 @@ class Decoder:
             self._partial = tail
         return out
 
-    def finish(self) -> list[Item]:
-        """The file is done: decode a last line that has no newline, and check for emptiness."""
+    def finish(self, cut: bool = False) -> list[Item]:
+        """The file is done: decode a last line that has no newline, and check for emptiness.
+
+        ``cut``: the file was rewritten or deleted under the reader, so a last line without its
+        newline was cut by that, not written wrong: it is dropped, not reported.
+        """
         out: list[Item] = []
+        if cut:
+            self._partial = b""
         if self._partial:
             piece, self._partial = self._partial, b""
             self._line(piece, out)

@@ -14,6 +14,7 @@ from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.pair import Pairer
 from ringtrace.records import (
     WANT_ALL,
+    Finding,
     FinishReason,
     HostLog,
     Meta,
@@ -66,17 +67,26 @@ class Run:
     def finish(self, reason: FinishReason) -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes and findings.
 
-        On ``shutdown`` the run did not end by itself, so its open scopes are not called wedged.
+        On ``shutdown`` the run did not end by itself, so its open scopes are not called wedged; nor
+        are they when the file was ``deleted`` or ``rewritten`` under the reader (a ``cut_short`` warning
+        says so, and the cut last line is dropped, not reported).
         """
         if self.finished is not None:
             return []
-        out = self._consume(self.decoder.finish())
+        cut = reason in ("deleted", "rewritten")
+        out = self._consume(self.decoder.finish(cut))
         if not self.started:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
-        summary = self.summary(finished=reason != "shutdown")
+        summary = self.summary(finished=reason not in ("shutdown", "deleted", "rewritten"))
         findings = diagnose(summary, self.thresholds, self.pairer.open_usage() if summary.wedged else (),
                             self.host_log)
+        if cut and not summary.complete:
+            findings = (*findings, Finding(
+                "cut_short", "warning",
+                f"the file was {reason} before its run ended ({summary.records} records read, "
+                f"{summary.open_scopes} scope(s) open): the figures cover what was read; the open scopes "
+                "are not called wedged and a half-written last line is not an error"))
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
                                     host_log=self.host_log)
         out.append(self.finished)

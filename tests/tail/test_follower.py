@@ -138,17 +138,21 @@ def test_replaced_by_rename_ends_the_run(tmp_path: Path, writer: Writer) -> None
     assert finished(ev)[1].summary.scopes == 992
 
 
-def test_deleted_file_ends_its_run_with_wedged_scopes(tmp_path: Path, writer: Writer) -> None:
+def test_deleted_file_ends_its_run_cut_short_not_wedged(tmp_path: Path, writer: Writer) -> None:
     path = tmp_path / "scope_stats.jsonl"
     f = follower(path)
     writer.do("open", path=path, mode="w")
-    writer.do("write", data=NESTED.read_bytes()[:10_000])
+    writer.do("write", data=NESTED.read_bytes()[:10_000])  # ends mid-line
     writer.do("close")
     f.poll(0.0, 0.0)
     writer.do("delete", path=path)
     fins = finished(f.poll(0.1, 0.0))
     assert [x.reason for x in fins] == ["deleted"]
-    assert fins[0].summary.wedged  # the scopes open at the cut
+    s = fins[0].summary
+    assert s.wedged == () and s.open_scopes > 0  # open at the cut, but the runtime did not wedge
+    assert s.parse_errors == 0  # the cut last line is not an error
+    rules = {x.rule for x in fins[0].findings}
+    assert "cut_short" in rules and "wedged" not in rules and "parse_errors" not in rules
     assert f.poll(0.2, 0.0) == []
 
 
