@@ -47,6 +47,10 @@ MAX_LINE = 64 << 10
 MAX_KEPT = 50
 """Fatal, run-status and not-written lines kept per log; problems kept (all are found)."""
 
+_TRIGGERS = (b"Ring buffer sizes:", b"PTO2 runtime failed:", b"error detail:", b"error hint:", b"FATAL:",
+             b"Fatal error", b"run status:", b"scope_stats: wrote", b"NOT WRITTEN", b"not produced", b" FAILED: ")
+_TRIGGER = re.compile(b"|".join(re.escape(t) for t in _TRIGGERS))
+"""A line without any of these is skipped unread (outside a FATAL block)."""
 _PREFIX = re.compile(r"^(?P<brackets>(?:\s*\[[^\]\n]*\])*)\s*(?:(?P<func>[^\s\[\]]+): \[[^\]\s]+:\d+\]\s?)?")
 _RANK_TAG = re.compile(r"\[rank[ =]?(\d+)\]")
 _RANK_PATH = re.compile(r"(?:^|[/\\])rank(\d+)[/\\]d(\d+)(?:[/\\]|$)")
@@ -126,15 +130,37 @@ class HostLogParser:
 
     def feed(self, data: bytes) -> None:
         """Consume ``data``; complete lines are parsed now, a partial last line is held back."""
-        start = 0
-        while True:
-            nl = data.find(b"\n", start)
+        pos = 0
+        if self._pending or self._skipping:  # the rest of a held-back line first
+            nl = data.find(b"\n")
             if nl < 0:
-                break
-            self._take(data[start:nl])
+                self._take(data)
+                return
+            self._take(data[:nl])
             self._flush_line()
-            start = nl + 1
-        self._take(data[start:])
+            pos = nl + 1
+        end = data.rfind(b"\n") + 1  # data[pos:end] are whole lines
+        nexts = [data.find(t, pos, end) for t in _TRIGGERS]  # next occurrence of each trigger (-1: none)
+        while pos < end:
+            if self._block is None:  # jump to the next line that may say something (C-level searches)
+                hit = -1
+                for i, n in enumerate(nexts):
+                    if 0 <= n < pos:
+                        n = nexts[i] = data.find(_TRIGGERS[i], pos, end)
+                    if n >= 0 and (hit < 0 or n < hit):
+                        hit = n
+                if hit < 0:
+                    self.lines += data.count(b"\n", pos, end)
+                    pos = end
+                    break
+                start = max(pos, data.rfind(b"\n", pos, hit) + 1)
+                self.lines += data.count(b"\n", pos, start)
+                pos = start
+            nl = data.find(b"\n", pos, end)
+            self.lines += 1
+            self._raw(data[pos:min(nl, pos + MAX_LINE)])
+            pos = nl + 1
+        self._take(data[max(pos, end):])
 
     def feed_line(self, line: bytes | str) -> None:
         """One complete line (without its newline)."""
@@ -179,6 +205,11 @@ class HostLogParser:
         raw = bytes(self._pending)
         self._pending.clear()
         self._skipping = False
+        self._raw(raw)
+
+    def _raw(self, raw: bytes) -> None:
+        if self._block is None and _TRIGGER.search(raw) is None:
+            return  # most lines: nothing the parser reads (decided on the bytes, cheaply)
         try:
             self._line(raw.decode("utf-8", "replace").rstrip("\r"))
         except Exception as err:  # a defect here must not lose the rest of the log
@@ -194,9 +225,10 @@ class HostLogParser:
         assert m is not None  # every part of the pattern is optional
         msg = line[m.end():].strip()
         func = m.group("func")
-        tag = _RANK_TAG.search(m.group("brackets") or "")
+        brackets = m.group("brackets") or ""
+        tag = _RANK_TAG.search(brackets) if "rank" in brackets else None
         rank = int(tag.group(1)) if tag else None
-        path_rank = _RANK_PATH.search(msg)
+        path_rank = _RANK_PATH.search(msg) if "rank" in msg else None
         if rank is None and path_rank is not None:
             rank = int(path_rank.group(1))
         if self._block is not None:
