@@ -8,12 +8,16 @@ started and the error is raised to the :class:`~ringtrace.sinks.FanOut`, which l
 it (``ringtrace_sink_errors_total{sink="events"}``): that run's line is lost, the file holds
 only whole lines, and the next run's line starts on a line of its own.  Pipes and terminals
 (``--events -``) cannot be truncated; there the stream completes short writes itself.
+
+A path that is not UTF-8 is written with JSON ``\\udcXX`` escapes (Python's surrogateescape), so
+``os.fsencode(json.loads(line)["path"])`` gives back its bytes.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import stat
 from typing import IO
@@ -53,7 +57,13 @@ class EventsSink:
         if isinstance(event, RunFinished):
             obj = file_object(event)
             obj["reason"] = event.reason
-            self._write(self._encoder.encode(obj) + b"\n", event.source.path)
+            try:
+                line = self._encoder.encode(obj)
+            except UnicodeEncodeError:
+                # a path that is not UTF-8 (os.fsdecode's lone surrogates): written as JSON \udcXX
+                # escapes, so json.loads gives back the str and os.fsencode the original bytes
+                line = json.dumps(obj, separators=(",", ":")).encode("ascii")
+            self._write(line + b"\n", event.source.path)
 
     def _write(self, line: bytes, what: str) -> None:
         fd = self._fd
