@@ -8,6 +8,8 @@ The public API (everything else is private and may change):
 * the pure stages: :class:`Decoder` (bytes -> records), :class:`Pairer` (records -> scopes),
   :class:`Run` (both, for one run of one file), :func:`diagnose`;
 * reading files: :func:`read_files`; the sink contract: :class:`Sink`, :class:`FanOut`;
+* host logs: :class:`HostLogParser` (bytes -> :class:`HostLog`), :func:`match_logs` (logs -> files),
+  :func:`log_only_run` (a failed run that left no scope_stats file);
 * configuration: :class:`Config`, :func:`build_config`.
 
 The exporters live in ``ringtrace.sinks.*`` and are imported on demand (they pull in
@@ -18,10 +20,13 @@ from ringtrace.config import Config
 from ringtrace.config import build as build_config
 from ringtrace.decode import Decoder
 from ringtrace.diagnose import Thresholds, diagnose
+from ringtrace.hostlog import HostLogParser, log_only_run
+from ringtrace.hostlog_match import match_logs
 from ringtrace.pair import Pairer
 from ringtrace.readfiles import read_files
 from ringtrace.records import (
     Finding,
+    HostLog,
     Labels,
     Meta,
     Peak,
@@ -42,6 +47,8 @@ __all__ = [
     "Decoder",
     "FanOut",
     "Finding",
+    "HostLog",
+    "HostLogParser",
     "Labels",
     "Meta",
     "Pairer",
@@ -59,5 +66,7 @@ __all__ = [
     "Usage",
     "build_config",
     "diagnose",
+    "log_only_run",
+    "match_logs",
     "read_files",
 ]
