@@ -10,10 +10,10 @@
 
 Hostile clients (the server is reachable from the network):
 
-* at most ``max_connections`` connections; when all are taken, a new one closes the connection
-  that has been idle longest (no request in progress: waiting for its first request, in its
-  TLS handshake or between keep-alive requests), or is closed itself when every connection is
-  busy with a request;
+* at most ``max_connections`` connections; when all are taken, a new one closes an idle
+  connection (no request in progress): one between keep-alive requests first (its client just
+  reconnects), else the one waiting longest for its first request or its TLS handshake; when
+  every connection is busy with a request, the new one is closed instead;
 * a connection idle for ``idle_timeout`` seconds (headers never finished, handshake never done)
   is closed; a request (render and response write) gets ``request_timeout`` seconds;
 * bcrypt checks run on a small pool of their own, so floods of bad credentials cannot take the
@@ -94,6 +94,7 @@ class _Conn(web.RequestHandler):
         self._rt_loop = loop
         self.busy = False
         self.idle_since = loop.time()
+        self.served = 0  # requests answered on this connection
         self._rt_link: asyncio.BaseTransport | None = None
         self._rt_admitted = False
         self._rt_serving = False
@@ -146,9 +147,14 @@ class _Conn(web.RequestHandler):
     # -- ours -------------------------------------------------------------------------------
 
     def abort(self) -> None:
-        """Close the connection now (no TLS close_notify, no lingering)."""
+        """Close the connection now (no TLS close_notify, unsent data dropped)."""
         if self._rt_link is not None:
             cast(asyncio.Transport, self._rt_link).abort()
+
+    def close(self) -> None:
+        """Close the connection after what was written is sent (an idle connection has nothing pending)."""
+        if self._rt_link is not None:
+            self._rt_link.close()
 
     def request_started(self) -> None:
         self.busy = True
@@ -157,6 +163,7 @@ class _Conn(web.RequestHandler):
 
     def request_done(self) -> None:
         self.busy = False
+        self.served += 1
         self.idle_since = self._rt_loop.time()
         if not self._rt_gone:
             self._rt_arm()
@@ -169,7 +176,7 @@ class _Conn(web.RequestHandler):
     def _rt_expire(self) -> None:
         if not self.busy and not self._rt_gone:
             log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.idle_timeout)
-            self.abort()
+            self.close()
 
     def _rt_begin(self, transport: asyncio.BaseTransport) -> None:
         self._rt_serving = True
@@ -187,7 +194,8 @@ class _Conn(web.RequestHandler):
             if self._rt_gone or active.context is None:
                 raise ConnectionAbortedError("closed before the TLS handshake")
             tls = await self._rt_loop.start_tls(raw, self, active.context, server_side=True,
-                                                ssl_handshake_timeout=owner.idle_timeout)
+                                                ssl_handshake_timeout=owner.idle_timeout,
+                                                ssl_shutdown_timeout=owner.idle_timeout)
             if tls is None or self._rt_gone:
                 raise ConnectionAbortedError("closed during the TLS handshake")
         except Exception as err:  # handshake failures of every kind: the client's problem, not ours
@@ -310,9 +318,10 @@ class MetricsServer:
         if len(self._conns) >= self.max_connections:
             idle = [c for c in self._conns if not c.busy]
             if idle:
-                victim = min(idle, key=lambda c: c.idle_since)
+                # keep-alive connections first (their client reconnects at no loss), then the oldest
+                victim = min(idle, key=lambda c: (c.served == 0, c.idle_since))
                 self._conns.pop(victim, None)
-                victim.abort()
+                victim.close()
                 self.evicted += 1
             else:
                 self.refused += 1

@@ -26,6 +26,11 @@ def _status(url: str) -> int:
         return -1
 
 
+def _body(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return bytes(resp.read())
+
+
 def test_a_taken_address_is_exit_2_cannot_set_up_outputs(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -49,7 +54,7 @@ def test_watch_serves_metrics_and_probes_then_stops_on_sigterm(tmp_path: Path) -
         assert _status(f"{base}/healthz") == 200
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
             assert resp.headers["Server"] == "ringtrace"
-            assert b"ringtrace_run_scopes{" in resp.read()
+        wait_for(lambda: b"ringtrace_run_scopes{" in _body(f"{base}/metrics"), timeout=30, what="the runs' series")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     finally:
