@@ -41,6 +41,7 @@ from ringtrace.records import SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.follower import SLICE, Follower
+from ringtrace.tail.inotify import TreeWatcher
 from ringtrace.tail.tailer import Tailer
 
 log = logging.getLogger("ringtrace.app")
@@ -115,6 +116,8 @@ class App:
         self._queue: asyncio.Queue[tuple[list[SinkEvent], int] | None] = asyncio.Queue()
         self._watch_points: list[tuple[Path, bool]] = []
         self._watch_changed = asyncio.Event()
+        self._rescan_now = False
+        self._watching = asyncio.Event()  # the watcher has set up the current watch points
         # One thread reads and decodes, one delivers to the sinks: work stays on the same two threads
         # (fewer malloc arenas holding freed slices than a pool of six) and each stage stays in order.
         self._reader_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-reader")
@@ -173,7 +176,11 @@ class App:
         try:
             await self._call(tailer.discover, self.clock(), self.wall())
             self._update_watch_points()
-            self.ready = not self.cfg.once
+            if not self.cfg.once:  # ready once the watch runs: a file written from now on sends an event
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(10):
+                        await self._wait_any(self._watching, self._stopping)
+                self.ready = True
             next_rescan = self.clock() + self.cfg.rescan_interval
             while not self._stopping.is_set():
                 await self._drain()
@@ -189,7 +196,8 @@ class App:
                 self._take_dirty()
                 if self.polling:
                     tailer.poll_active()
-                if now >= next_rescan:
+                if now >= next_rescan or self._rescan_now:
+                    self._rescan_now = False
                     next_rescan = now + self.cfg.rescan_interval
                     await self._call(tailer.discover, now, self.wall())
                     self._update_watch_points()
@@ -256,6 +264,7 @@ class App:
         points = self.tailer.watch_points()
         if points != self._watch_points:
             self._watch_points = points
+            self._watching.clear()
             self._watch_changed.set()
 
     async def _save_state(self) -> None:
@@ -269,15 +278,48 @@ class App:
     # -- watcher --------------------------------------------------------------------------
 
     async def _watcher(self) -> None:
-        """Run watchfiles over the current watch points; restart when they change.
+        """File-system events (inotify, one watch per directory) over the current watch points.
 
-        Polling (``--poll``, or after events failed) is watchfiles' own polling watcher, which
-        also notices new files and directories.
+        Polling (``--poll``, or when inotify is unavailable) is watchfiles' polling watcher, which
+        also notices new files and directories.  A watcher that fails is logged and started again
+        after the next rescan; reading goes on meanwhile (rescans find what events would have).
         """
+        if not self.polling:
+            try:
+                tree = TreeWatcher(self._changed, self._overflow)
+            except OSError as err:
+                log.warning("file-system events unavailable (%s); polling every %.2fs instead", err,
+                            self.cfg.poll_interval)
+                self.polling = True
+            else:
+                try:
+                    await self._inotify(tree)
+                finally:
+                    tree.close()
+                return
+        await self._polling()
+
+    async def _inotify(self, tree: TreeWatcher) -> None:
+        while not self._stopping.is_set():
+            self._watch_changed.clear()
+            tree.set_points(list(self._watch_points))
+            self._watching.set()
+            await tree.run(self._watch_changed, self._stopping)  # returns when the points change or on stop
+
+    def _changed(self, path: str) -> None:
+        self._dirty.add(path)
+        self._wake.set()
+
+    def _overflow(self) -> None:
+        self._rescan_now = True
+        self._wake.set()
+
+    async def _polling(self) -> None:
         while not self._stopping.is_set():
             self._watch_changed.clear()
             points = list(self._watch_points)
             if not points:
+                self._watching.set()
                 await self._wait_any(self._watch_changed, self._stopping)
                 continue
             # watchfiles sets the stop event it was given when its task is cancelled: give it its own
@@ -287,20 +329,20 @@ class App:
                     for recursive in (True, False):
                         dirs = [str(p) for p, rec in points if rec is recursive]
                         if dirs:
-                            tg.create_task(self._watch(dirs, recursive, round_over))
+                            tg.create_task(self._poll_dirs(dirs, recursive, round_over))
+                    self._watching.set()
                     await self._wait_any(self._watch_changed, self._stopping)
                     round_over.set()  # ends this round's watch loops; the next round watches the new points
-            except* Exception as group:
-                if self.polling:
-                    raise
-                log.warning("file-system events unavailable (%s); polling every %.2fs instead",
-                            group.exceptions[0], self.cfg.poll_interval)
-                self.polling = True
+            except* Exception as group:  # a name that is not UTF-8, a directory it may not read...
+                log.warning("polling watcher failed (%s); relying on rescans until the next one, then polling again",
+                            group.exceptions[0])
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.cfg.rescan_interval):
+                        await self._wait_any(self._watch_changed, self._stopping)
 
-    async def _watch(self, dirs: list[str], recursive: bool, stop: asyncio.Event) -> None:
+    async def _poll_dirs(self, dirs: list[str], recursive: bool, stop: asyncio.Event) -> None:
         async for changes in watchfiles.awatch(*dirs, recursive=recursive, debounce=50, step=10,
-                                               watch_filter=None, stop_event=stop,
-                                               force_polling=self.polling,
+                                               watch_filter=None, stop_event=stop, force_polling=True,
                                                poll_delay_ms=max(1, int(1000 * self.cfg.poll_interval))):
             for _change, path in changes:
                 self._dirty.add(path)
