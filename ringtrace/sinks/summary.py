@@ -114,8 +114,10 @@ def render_run(console: Console, fin: RunFinished) -> None:
     if meta is not None:
         head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
                  f"fatal {str(meta.fatal).lower()}  complete {str(s.complete).lower()}")
-    head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
-             f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
+    records = bool(fin.source.path) or log is None  # a run known from its host log alone has no figures
+    if records:
+        head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
+                 f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
     if log is not None:
         said = describe_log(log) if log.failed else "no failure reported"
         head += f"\n  host log {escape(log.path)}: {escape(said)}"
@@ -139,7 +141,8 @@ def render_run(console: Console, fin: RunFinished) -> None:
     tm = s.tensormap
     table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), str(tm.peak),
                   "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", Text(tm.peak_site))
-    console.print(table)
+    if records:
+        console.print(table)
     if s.wedged:
         console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
         for w in s.wedged:
