@@ -368,6 +368,21 @@ def test_busy_connections_are_kept_and_excess_is_refused(serve: Callable[..., Me
     assert get(srv.port, "/metrics")[0] == 200  # a slot is free again
 
 
+def test_a_client_that_never_reads_its_response_loses_its_slot(serve: Callable[..., MetricsServer]) -> None:
+    big = os.urandom(32 << 20)  # more than the kernel's socket buffers hold
+
+    def render(accept: str) -> tuple[bytes, str]:
+        return big, "text/plain; version=0.0.4"
+
+    srv = serve(render=render, request_timeout=0.5)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert sock.recv(12).startswith(b"HTTP/1.1 200")  # the response started; the client reads no more
+        wait_for(lambda: srv.connections == 0, what="the stalled connection closed")
+    assert get(srv.port, "/healthz")[0] == 200
+
+
 # -- web config: TLS and basic auth -------------------------------------------------------------
 
 
