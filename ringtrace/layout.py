@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path, PurePath
 
-from ringtrace.records import Labels
+from ringtrace.records import Labels, utf8
 
 FILE_NAME = "scope_stats.jsonl"
 DIR_NAME = "scope_stats"
@@ -43,7 +43,7 @@ def labels_for(path: PurePath) -> Labels:
         i -= 2
     if i and parts[i - 1] == "dfx_outputs":
         i -= 1
-    run = parts[i - 1] if i else ""
+    run = utf8(parts[i - 1]) if i else ""
     return Labels(run=run, rank=rank, dispatch=dispatch)
 
 

@@ -215,12 +215,27 @@ PairEvent = Scope | Abandoned | UnmatchedEnd
 """What ``Pairer.push`` reports for one record, in the order it happened."""
 
 
+def utf8(text: str) -> str:
+    """``text`` as valid UTF-8 for output: a path that is not UTF-8 (surrogate escapes from
+    ``os.fsdecode``) shows U+FFFD where its bad bytes are.  Paths used to open files stay raw."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
+
+
 class Source(msgspec.Struct, frozen=True):
     """One run of one file: ``path`` plus ``generation``, bumped when the file is rewritten in place."""
 
     path: str
     labels: Labels = Labels()
     generation: int = 0
+
+    @property
+    def display_path(self) -> str:
+        """``path`` for output (valid UTF-8)."""
+        return utf8(self.path)
 
     @property
     def name(self) -> str:
@@ -264,6 +279,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     reason: FinishReason
     problems: tuple[Problem, ...] = ()  # the first problems of the run (all are counted in the summary)
     host_log: HostLog | None = None  # the runtime's host log matched to this run (``source.path`` "" : log only)
+    advice: RunAdvice | None = None  # ring sizing from this run alone (``ringtrace.advise``, default headroom)
 
 
 class RingSizes(msgspec.Struct, frozen=True):
@@ -344,6 +360,82 @@ class HostLog(msgspec.Struct, frozen=True):
     @property
     def requested_bytes(self) -> int | None:
         return self.deadlock.requested_bytes if self.deadlock is not None else None
+
+
+Basis = Literal["tight", "oversized", "wedged", "dropped"]
+
+
+class Advice(msgspec.Struct, frozen=True):
+    """Sizing advice for one (ring, resource) of one run (``ringtrace.advise``; the README has the rules).
+
+    ``lower_bound``/``upper_bound`` are capacities the records prove too small (need is at least this)
+    or enough; ``estimate`` is the model's need (blocks held by open scopes, freed at scope exit, FIFO)
+    as a capacity, before rounding and headroom.  ``recommended`` is null where only a measurement run
+    can tell; then ``measure_next`` is the capacity for that run.  ``shrink``: below ``capacity``.
+    """
+
+    ring: int
+    resource: str
+    capacity: int | None
+    lower_bound: int | None
+    upper_bound: int | None
+    estimate: int | None
+    recommended: int | None
+    basis: Basis
+    reason: str
+    measure_next: int | None = None
+    shrink: bool = False
+
+
+class RunAdvice(msgspec.Struct, frozen=True):
+    """A run's advice: one entry per ring and resource in use, the RunConfig values that change
+    (``run_config``: resource -> a scalar or four per-ring values, 0 = compile default), and kernel-side
+    fixes to try before resizing."""
+
+    advice: tuple[Advice, ...] = ()
+    run_config: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
+    kernel_fixes: tuple[str, ...] = ()
+    final: bool = False  # every entry has a recommendation (no measurement run needed)
+
+
+class RingSide(msgspec.Struct, frozen=True):
+    """One side of a ``diff`` for one (ring, resource)."""
+
+    capacity: int | None
+    high_water: int
+    alloc: int
+    live_at_exit: int
+    high_water_ratio: float | None
+    alloc_ratio: float | None
+    live_at_exit_ratio: float | None
+    high_water_site: str
+
+
+class RingDiff(msgspec.Struct, frozen=True):
+    ring: int
+    resource: str
+    before: RingSide | None  # None: the ring was not used on that side
+    after: RingSide | None
+
+
+class RunDiff(msgspec.Struct, frozen=True):
+    """Run A against run B (``ringtrace.diff``): rings, findings that came and went, scope counts."""
+
+    a: str
+    b: str
+    labels: Labels
+    rings: tuple[RingDiff, ...]
+    findings_added: tuple[Finding, ...]
+    findings_removed: tuple[Finding, ...]
+    scopes_before: int
+    scopes_after: int
+    notes: tuple[str, ...] = ()  # what the comparison cannot conclude (different programs, drops, wedges)
+    regressions: tuple[str, ...] = ()  # ratios that grew by more than the limit
+
+
+class TreeDiff(msgspec.Struct, frozen=True):
+    pairs: tuple[RunDiff, ...]
+    unmatched: tuple[str, ...]  # "A: path" / "B: path" for sources without a counterpart
 
 
 SinkEvent = RunStarted | RunProgress | RunFinished

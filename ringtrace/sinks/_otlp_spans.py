@@ -137,7 +137,7 @@ _USAGE_KEYS = tuple(tuple(f"{PREFIX}{res}.{m}" for m in (*METRICS, *(f"{x}_ratio
 def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, last_line: int) -> Attrs:
     s, src, meta = fin.summary, fin.source, fin.summary.meta
     lab = src.labels
-    out: Attrs = [("ringtrace.path", src.path), ("ringtrace.generation", src.generation)]
+    out: Attrs = [("ringtrace.path", src.display_path), ("ringtrace.generation", src.generation)]
     out += [(f"{PREFIX}{k}", v) for k, v in (("run", lab.run), ("rank", lab.rank), ("dispatch", lab.dispatch),
                                               ("program", lab.program)) if v]
     if meta is not None:

@@ -350,6 +350,19 @@ def rank_pid(rank: str) -> int:
     return n + 1 if n < PID_MAX else 1 + n % PID_MAX
 
 
+def utf8(text: str) -> str:
+    """``text`` as protobuf can hold it: a path that is not UTF-8 (``os.fsdecode``'s lone
+    surrogates) shows its undecodable bytes as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+            return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def process_name(source: Source) -> str:
     return source.name + (f" (generation {source.generation})" if source.generation else "")
 
@@ -358,7 +371,7 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
                axis: str = "1 ns") -> tuple[list[str], str]:
     """Process labels (alarms first: wedge, fatal, dropped, incomplete) and description."""
     labels: list[str] = []
-    text = [f"scope_stats of {source.path}", TIME_AXIS.replace("1 ns", axis)]
+    text = [f"scope_stats of {source.display_path}", TIME_AXIS.replace("1 ns", axis)]
     if fin is not None and fin.summary.wedged:
         w = fin.summary.wedged[-1]
         labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})")
@@ -663,9 +676,9 @@ class ProtoTrace:
 
     def _process(self, run: RunState, pid: int) -> None:
         desc = pb.TrackDescriptor(
-            uuid=run.uuid, description=run.description, child_ordering=pb.TrackDescriptor.EXPLICIT,
-            process=pb.ProcessDescriptor(pid=pid, process_name=process_name(run.source),
-                                         process_labels=run.labels))
+            uuid=run.uuid, description=utf8(run.description), child_ordering=pb.TrackDescriptor.EXPLICIT,
+            process=pb.ProcessDescriptor(pid=pid, process_name=utf8(process_name(run.source)),
+                                         process_labels=[utf8(x) for x in run.labels]))
         self.out.parts.append(framed_message(pb.TracePacket(track_descriptor=desc)))
 
     def close(self) -> None:

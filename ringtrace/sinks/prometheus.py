@@ -50,6 +50,7 @@ from ringtrace.records import (
     RunSummary,
     SinkEvent,
     Source,
+    utf8,
 )
 
 RUN_LABELS = ("run", "rank", "dispatch")
@@ -84,13 +85,7 @@ class _RunState:
         return RunView(key, self.source, self.live, self.live.open_scopes, self.updated_at, "")
 
 
-def _clean(text: str) -> str:
-    """``text`` as valid UTF-8 (a path that is not UTF-8 holds surrogate escapes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return text
+_clean = utf8
 
 
 @dataclass(frozen=True, slots=True)

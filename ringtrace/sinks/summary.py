@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ringtrace.advise import advice_json
 from ringtrace.diagnose import describe_log, fmt_amount
 from ringtrace.records import WANT_SUMMARIES, HostLog, RunFinished, SinkEvent
 
@@ -29,7 +30,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
     s, src = fin.summary, fin.source
     meta = s.meta
     return {
-        "path": src.path or None,  # None: a run known from its host log alone
+        "path": src.display_path or None,  # None: a run known from its host log alone
         "labels": {"run": src.labels.run, "rank": src.labels.rank, "dispatch": src.labels.dispatch,
                    "program": src.labels.program},
         "version": meta.version if meta else None,
@@ -57,6 +58,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
         "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
                      for p in fin.problems],
         "host_log": host_log_object(fin.host_log),
+        "advice": advice_json(fin.advice.advice) if fin.advice is not None else [],
     }
 
 
