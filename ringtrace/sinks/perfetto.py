@@ -266,8 +266,8 @@ class PerfettoSink:
 
     Streams into ``path.with_suffix(path.suffix + ".tmp")`` and renames it to ``path`` in
     :meth:`close`.  The temp file is created by the constructor (OSError if it cannot be);
-    a later write error is logged, stops the sink and is raised again from :meth:`close`
-    (the fan-out counts it); the temp file is then removed and ``path`` left untouched.
+    a later error (writing, or encoding) is logged, stops the sink and is raised again from
+    :meth:`close` (the fan-out counts it); the temp file is then removed and ``path`` left untouched.
     """
 
     name = "perfetto"
@@ -277,9 +277,10 @@ class PerfettoSink:
         self._out: _Output | None = _Output(self.path, fmt, defer_processes=True, threaded=True)
         self.error: OSError | None = None
 
-    def _fail(self, err: OSError) -> None:
+    def _fail(self, err: Exception) -> None:
+        """Any error stops the sink and discards the trace (never a partial trace at ``path``)."""
         log.error("perfetto: cannot write %s: %s", self.path, err)
-        self.error = err
+        self.error = err if isinstance(err, OSError) else OSError(f"{type(err).__name__}: {err}")
         if self._out is not None:
             with contextlib.suppress(OSError):
                 self._out.abort()
@@ -290,7 +291,7 @@ class PerfettoSink:
             return
         try:
             self._out.receive(event)
-        except OSError as err:
+        except Exception as err:
             self._fail(err)
 
     def flush(self) -> None:
@@ -298,14 +299,14 @@ class PerfettoSink:
             return
         try:
             self._out.flush()
-        except OSError as err:
+        except Exception as err:
             self._fail(err)
 
     def close(self) -> None:
         if self._out is not None:
             try:
                 self._out.commit()
-            except OSError as err:
+            except Exception as err:
                 self._fail(err)
             self._out = None
         if self.error is not None:
@@ -347,7 +348,7 @@ class PerfettoDirSink:
     appended), renamed to :func:`trace_file_name` when its :class:`RunFinished` arrives.
     Memory O(depth) + one 64 KiB batch per open run (chrome-json: the run's text).
 
-    A write error (a full disk, a directory gone) discards that run's trace: its temp file is
+    A write error (a full disk, a directory gone; any error) discards that run's trace: its temp file is
     removed, the rest of the run's events are ignored (so no truncated trace is ever renamed
     into place), and the error is raised to the caller, the :class:`~ringtrace.sinks.FanOut`,
     which logs and counts it (``ringtrace_sink_errors_total{sink="perfetto-dir"}``).  Runs that
@@ -369,15 +370,19 @@ class PerfettoDirSink:
         self.written: list[Path] = []
         self.errors = 0
 
-    def _discard(self, src: Source, out: _Output | None, err: OSError, name: str) -> OSError:
-        """Drop ``src``'s trace after ``err``; the error to raise (names the run and the file)."""
+    def _discard(self, src: Source, out: _Output | None, err: Exception, name: str) -> Exception:
+        """Drop ``src``'s trace after ``err``; the error to raise (names the run and the file).
+
+        Any error discards: a trace that failed half-way (a full disk, or a bug) is never committed."""
         self.errors += 1
         self._open.pop(src, None)
         if out is not None:
             with contextlib.suppress(OSError):
                 out.abort()
-        return OSError(err.errno, f"cannot write the trace {self.directory / name} of {src.path}: "
-                                  f"{err.strerror or err}; the trace is discarded")
+        where = f"cannot write the trace {self.directory / name} of {src.path!r}"
+        if isinstance(err, OSError):
+            return OSError(err.errno, f"{where}: {err.strerror or err}; the trace is discarded")
+        return RuntimeError(f"{where}: {type(err).__name__}: {err}; the trace is discarded")
 
     def receive(self, event: SinkEvent) -> None:
         src = event.source
@@ -397,7 +402,7 @@ class PerfettoDirSink:
                 del self._open[src]
                 out.commit()
                 self.written.append(out.path)
-        except OSError as err:
+        except Exception as err:
             if not isinstance(event, RunFinished):
                 self._failed.add(src)
             raise self._discard(src, out, err, name) from err
@@ -405,24 +410,24 @@ class PerfettoDirSink:
             self.on_written(out.path)
 
     def flush(self) -> None:
-        failures: list[OSError] = []
+        failures: list[Exception] = []
         for src, out in list(self._open.items()):
             try:
                 out.flush()
-            except OSError as err:
+            except Exception as err:
                 self._failed.add(src)
                 failures.append(self._discard(src, out, err, out.path.name))
         if failures:
             raise ExceptionGroup("perfetto-dir: traces discarded", failures)
 
     def close(self) -> None:
-        failures: list[OSError] = []
+        failures: list[Exception] = []
         for src, out in list(self._open.items()):
             del self._open[src]
             try:
                 out.commit()
                 self.written.append(out.path)
-            except OSError as err:
+            except Exception as err:
                 failures.append(self._discard(src, out, err, out.path.name))
         self._failed.clear()
         if failures:

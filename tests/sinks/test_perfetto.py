@@ -17,8 +17,9 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+import msgspec
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
 
@@ -45,7 +46,7 @@ from ringtrace.sinks import _trace_writer as tw
 from ringtrace.sinks._trace_writer import ARG_NAMES, ProtoTrace
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, source_hash, trace_file_name
 from tests._tmpfs import fill, small_tmpfs
-from tests.conftest import meta, rec, with_totals
+from tests.conftest import encode_lines, meta, rec, with_totals
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
@@ -771,3 +772,54 @@ def test_watch_on_a_full_disk_counts_and_reports_the_perfetto_failures(tmp_path:
         assert "No space left on device" in r.stderr and "the trace is discarded" in r.stderr
         assert "sink perfetto-dir failed 2 time(s)" in r.stderr
         assert list((mnt / "traces").iterdir()) == []
+
+
+def _not_utf8_run(tmp_path: Path) -> tuple[Path, list[SinkEvent]]:
+    raw = os.fsencode(tmp_path) + b"/caf\xe9/scope_stats/scope_stats.jsonl"
+    path = Path(os.fsdecode(raw))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(with_totals([rec("a", "begin", 1), rec("a", "end", 1, tw=(0, 2))])))
+    return path, run_events(path, Source(str(path), Labels(run=os.fsdecode(b"caf\xe9"))))
+
+
+@pytest.mark.parametrize("fmt", ["proto", "chrome-json"])
+def test_a_path_that_is_not_utf8_is_written(tmp_path: Path, fmt: Literal["proto", "chrome-json"]) -> None:
+    _, events = _not_utf8_run(tmp_path)
+    sink = PerfettoDirSink(tmp_path / "traces", fmt)
+    fanout = FanOut([sink])
+    fanout.receive_all(events)
+    fanout.close()
+    assert fanout.errors["perfetto-dir"] == 0 and len(sink.written) == 1
+    if fmt == "proto":
+        (proc,) = Model(packets(sink.written[0])).processes().values()
+        assert proc.process.process_name == "caf\ufffd" and "caf\ufffd/scope_stats" in proc.description
+
+
+def test_convert_of_a_path_that_is_not_utf8(tmp_path: Path) -> None:
+    _, events = _not_utf8_run(tmp_path)
+    model = write(events, tmp_path / "t.pftrace")
+    assert list(model.processes()) == ["caf\ufffd"]
+
+
+def test_an_encoding_error_mid_run_discards_the_trace_and_is_counted(tmp_path: Path) -> None:
+    """A bug (here: an event carrying a figure beyond int64, which the reader never sends) is not
+    a write error, and still never leaves a partial trace in place."""
+    events = read_events([L3])
+    first = next(i for i, e in enumerate(events) if isinstance(e, RunProgress)
+                 and any(isinstance(x, Scope) for x in e.events))
+    prog = events[first]
+    assert isinstance(prog, RunProgress)
+    k = next(i for i, x in enumerate(prog.events) if isinstance(x, Scope))
+    scope = prog.events[k]
+    assert isinstance(scope, Scope) and scope.usage[0] is not None
+    bad = msgspec.structs.replace(scope, usage=(msgspec.structs.replace(scope.usage[0], alloc=1 << 70),
+                                                *scope.usage[1:]))
+    events[first] = msgspec.structs.replace(prog, events=(*prog.events[:k], bad, *prog.events[k + 1:]))
+    sink = PerfettoDirSink(tmp_path / "traces")
+    fanout = FanOut([sink])
+    fanout.receive_all(events)
+    fanout.close()
+    assert fanout.errors["perfetto-dir"] == 1
+    names = sorted(p.name for p in sink.directory.iterdir())
+    assert names == [p.name for p in sink.written] and len(names) == 1  # the other rank's trace only
+    assert trace_file_name(prog.source) not in names
