@@ -725,17 +725,18 @@ def test_dir_sink_on_a_full_disk_counts_each_failed_run_and_never_publishes_a_pa
             check(Model(packets(p)), [e for e in everything if e.source == src])
 
 
-def test_dir_sink_failures_at_flush_and_close_are_each_counted(tmp_path: Path,
-                                                               big_run: tuple[Path, list[SinkEvent]]) -> None:
+@pytest.mark.parametrize("fmt", ["proto", "chrome-json"])
+def test_dir_sink_failures_at_flush_and_close_are_each_counted(tmp_path: Path, big_run: tuple[Path, list[SinkEvent]],
+                                                               fmt: Literal["proto", "chrome-json"]) -> None:
     """Runs still open when the disk is full: every one whose trace is lost counts."""
     path, big = big_run
     other = [ev for ev in run_events(path, Source(str(path) + "2", Labels(run="big2")))
              if not isinstance(ev, RunFinished)]
     open_only = [ev for ev in big if not isinstance(ev, RunFinished)]
     with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
-        sink = PerfettoDirSink(mnt / "traces")
+        sink = PerfettoDirSink(mnt / "traces", fmt)
         fanout = FanOut([sink])
-        fanout.receive_all(open_only[:3] + other[:3])  # two runs open, a little written
+        fanout.receive_all(open_only[:3] + other[:3])  # two runs open, a little written (proto)
         fill(mnt, free=0)
         fanout.flush()
         fanout.close()
