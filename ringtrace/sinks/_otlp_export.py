@@ -193,24 +193,32 @@ class Transport(Protocol):
 
 
 class GrpcTransport:
-    """``TraceService/Export`` as a generic unary call: ready bytes in, response bytes out."""
+    """``TraceService/Export`` as a generic unary call: ready bytes in, response bytes out.
+
+    After UNAVAILABLE the channel is made anew, so a receiver that is back is reached on the next
+    try (a channel that failed to connect waits out its own reconnect backoff first).
+    """
 
     def __init__(self, s: ExportSettings, user_agent: str) -> None:
-        options = [("grpc.primary_user_agent", user_agent),
-                   # a receiver back after an outage is found within seconds, not gRPC's default 120 s
-                   ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
-        compression = grpc.Compression.Gzip if s.compression == "gzip" else grpc.Compression.NoCompression
-        if s.tls:
-            creds = grpc.ssl_channel_credentials(_read(s.certificate, "CERTIFICATE"),
-                                                 _read(s.client_key, "CLIENT_KEY"),
-                                                 _read(s.client_certificate, "CLIENT_CERTIFICATE"))
-            self.channel = grpc.secure_channel(s.target, creds, options, compression)
+        self._options = [("grpc.primary_user_agent", user_agent), ("grpc.use_local_subchannel_pool", 1)]
+        self._compression = grpc.Compression.Gzip if s.compression == "gzip" else grpc.Compression.NoCompression
+        self._target = s.target
+        self._creds = (grpc.ssl_channel_credentials(_read(s.certificate, "CERTIFICATE"),
+                                                    _read(s.client_key, "CLIENT_KEY"),
+                                                    _read(s.client_certificate, "CLIENT_CERTIFICATE"))
+                       if s.tls else None)
+        self._metadata = s.headers
+        self._lock = threading.Lock()
+        self._aborted = False
+        self._open()
+
+    def _open(self) -> None:
+        if self._creds is not None:
+            self.channel = grpc.secure_channel(self._target, self._creds, self._options, self._compression)
         else:
-            self.channel = grpc.insecure_channel(s.target, options, compression)
+            self.channel = grpc.insecure_channel(self._target, self._options, self._compression)
         self._call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
             EXPORT_METHOD, request_serializer=None, response_deserializer=None)
-        self._metadata = s.headers
-        self._aborted = False
 
     def send(self, payload: bytes, timeout: float) -> Attempt:
         if self._aborted:
@@ -222,14 +230,20 @@ class GrpcTransport:
                 return Attempt(False, reason="shutting down")
             code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = err.details() if isinstance(err, grpc.Call) else str(err)
+            if code == grpc.StatusCode.UNAVAILABLE:
+                with self._lock:
+                    if not self._aborted:
+                        self.channel.close()
+                        self._open()
             return Attempt(False, code in RETRYABLE_GRPC, f"{code.name}: {details}")
         except Exception as err:  # grpc raises ValueError on a closed channel
             return Attempt(False, not self._aborted, f"{type(err).__name__}: {err}")
         return _partial(answer) if isinstance(answer, bytes) else Attempt(True)
 
     def abort(self) -> None:
-        self._aborted = True
-        self.channel.close()  # cancels a call in flight
+        with self._lock:
+            self._aborted = True
+            self.channel.close()  # cancels a call in flight
 
 
 class HttpTransport:
@@ -376,6 +390,8 @@ class Exporter:
                 got = self.transport.send(payload, min(self.timeout, budget))
             except Exception as err:  # a transport bug must not kill the worker
                 got = Attempt(False, True, f"{type(err).__name__}: {err}")
+            if not got.ok and time_left() <= 0:
+                return Delivery(0, "shutting down")  # cut at the deadline: the sink's closing line says it
             if got.ok:
                 if got.rejected:
                     log.warning("otlp: the receiver rejected %d of %d spans: %s", got.rejected, n, got.reason)

@@ -9,12 +9,17 @@ exporter's.  Figures:
 
 * ``ours``: from the end of reading (the run is handed to the sink's worker) until ``flush()``
   returns and the receiver has counted every span: spans/s and CPU seconds per 1,000 spans
-  (``time.process_time`` of this process; only the worker runs in that phase);
+  (``time.process_time`` of this process; only the worker runs in that phase).  The sink sends
+  its ready protobuf bytes through public transport APIs (a generic gRPC unary call, an HTTP
+  POST with ``http.client``);
 * ``receive()``: the reader-side cost of the sink, CPU of reading with the sink minus without;
 * baselines in the same run, on the same spans: (a) the same spans as SDK ``ReadableSpan`` objects
-  exported with the stock ``OTLPSpanExporter`` (the SDK encoder), 512 per request; (b) the SDK's
-  tracer API with the default ``BatchSpanProcessor``, which also shows how many spans its
-  bounded queue drops (the silent loss the sink avoids).
+  exported with the stock ``OTLPSpanExporter`` (the SDK encoder), 512 per request: the other
+  public-API design; (b) the SDK's tracer API with the default ``BatchSpanProcessor``, which also
+  shows how many spans its bounded queue drops (the silent loss the sink avoids);
+* shutdown: the same run to a blackholed endpoint (accepts TCP, never answers), ``flush()`` +
+  ``close()`` with the ``flush_timeout`` ``watch`` uses (4 s): how long it took and what was
+  counted as lost.
 
 Ratios are ours / baseline; wall-clock figures depend on the machine's load, the ratios less so.
 """
@@ -46,6 +51,7 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks._otlp_select import Budget
 from ringtrace.sinks._otlp_spans import RunIds, SpanData, TimeAxis, build_spans, to_readable
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
+from tests.otlp_receiver import Blackhole
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,6 +112,21 @@ def ours(path: Path, rx: Receiver, protocol: Protocol, n_max: int) -> dict[str, 
     assert stats["spans_failed"] == 0 and delivered == stats["spans_exported"], (stats, delivered)
     return {"spans": delivered, "seconds": t2 - t1, "spans_per_s": delivered / (t2 - t1),
             "cpu_per_1000": 1000 * (c2 - c1) / delivered, "read_cpu": c1 - c0}
+
+
+def shutdown_blackholed(path: Path, protocol: Protocol, n_max: int) -> dict[str, float]:
+    """Read the run into a sink aimed at a blackhole, then flush + close as the app does at SIGTERM."""
+    with Blackhole() as hole:
+        sink = OtlpSink(hole.endpoint, protocol, max_spans=n_max, max_queued_spans=n_max + 10, flush_timeout=4.0)
+        read_files([path], FanOut([sink]), Thresholds())
+        hole.wait_for_bytes(1, 30)
+        t0 = time.perf_counter()
+        sink.flush()
+        sink.close()
+        took = time.perf_counter() - t0
+    s = sink.stats()
+    return {"seconds": took, "failed": s["spans_failed"], "exported": s["spans_exported"],
+            "pending": s["pending_spans"]}
 
 
 def read_only_cpu(path: Path) -> float:
@@ -224,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{b['cpu_per_1000']:.3f} CPU s per 1,000 spans; ratio ours/baseline: "
                       f"{o['spans_per_s'] / b['spans_per_s']:.2f}x spans/s, "
                       f"{b['cpu_per_1000'] / o['cpu_per_1000']:.2f}x less CPU")
+                sd = shutdown_blackholed(path, protocol, n_max)
+                print(f"[{protocol}] shutdown, blackholed endpoint: flush + close in {sd['seconds']:.2f} s "
+                      f"(flush_timeout 4.0 s); {sd['failed']:.0f} spans counted as failed, {sd['exported']:.0f} "
+                      f"exported, {sd['pending']:.0f} pending")
                 if not args.no_tracer_baseline:
                     t = baseline_tracer(spans, rx, protocol)
                     print(f"[{protocol}] baseline tracer API + BatchSpanProcessor: {t['spans_per_s']:,.0f} spans/s "
