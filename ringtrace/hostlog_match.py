@@ -20,7 +20,7 @@ from pathlib import PurePath
 
 import msgspec
 
-from ringtrace.layout import labels_for
+from ringtrace.layout import DIR_NAME, labels_for
 from ringtrace.records import HostLog
 
 
@@ -89,3 +89,17 @@ def match_logs(logs: Sequence[HostLog], files: Sequence[str]) -> tuple[LogMatch,
             owner[file] = i
         out[i] = LogMatch(logs[i], file, reason)
     return tuple(m for m in out if m is not None)
+
+
+def run_root(file: PurePath) -> PurePath:
+    """The run directory a scope_stats file belongs to, where its host log sits: ``<work_dir>`` of
+    ``<work_dir>/dfx_outputs/scope_stats/x.jsonl``, ``<out_dir>`` of ``<out_dir>/dfx_outputs/rank<N>/d<K>/...``,
+    ``outputs/<case>_<ts>`` of a scene test.  (For ``watch --host-log-glob``: patterns are relative to it.)"""
+    parts = list(file.parent.parts)
+    if parts and parts[-1] == DIR_NAME:
+        parts.pop()
+    if labels_for(file).rank:  # rank<N>/d<K>
+        del parts[-2:]
+    if parts and parts[-1] == "dfx_outputs":
+        parts.pop()
+    return PurePath(*parts) if parts else PurePath(".")

@@ -6,7 +6,7 @@ Real logs from the runtime's simulator are in ``tests/fixtures/samples/failed/*/
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ringtrace.diagnose import diagnose
 from ringtrace.hostlog import MAX_LINE, HostLogParser, parse_host_log
-from ringtrace.hostlog_match import match_logs
+from ringtrace.hostlog_match import match_logs, run_root
 from ringtrace.records import Deadlock, Finding, HostLog, RingSizes, RunSummary, Usage
 from tests.conftest import SAMPLES, read_lines, rec, with_totals
 
@@ -302,3 +302,13 @@ def test_failed_without_a_wedge_and_sizes_mismatch() -> None:
     v4, _ = _summary([rec("(unknown):0", "begin", 0, dp=None), rec("(unknown):0", "end", 0, dp=None)], version=4)
     assert [f.rule for f in diagnose(v4, None, (), HostLog("h.log", ring_sizes=RingSizes(
         (16,) * 4, (1024,) * 4, (1,) * 4)))] == []  # no dep pool in a v4 file: nothing to compare
+
+
+@pytest.mark.parametrize(("file", "root"), [
+    ("w/dfx_outputs/scope_stats/scope_stats.jsonl", "w"),
+    ("/b/o/dfx_outputs/rank1/d2/scope_stats/scope_stats.jsonl", "/b/o"),
+    ("outputs/Case_20261130_101845/scope_stats/scope_stats.jsonl", "outputs/Case_20261130_101845"),
+    ("scope_stats.jsonl", "."),
+])
+def test_run_root(file: str, root: str) -> None:
+    assert run_root(PurePath(file)) == PurePath(root)

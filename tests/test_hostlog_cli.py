@@ -27,6 +27,11 @@ FLOW_DIR = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"
 ABORT_LOG = SAMPLES / "failed/VectorExample_heap128k_abort/host.log"
 TIGHT = {"task_window": [8, 8, 16, 64], "heap": [8192, 16384, 32768, 65536], "dep_pool": [64, 64, 256, 512]}
+HOST_LOG_KEYS = {"path", "rank", "orch_error_code", "code_source", "error_name", "error_detail", "error_hint", "ring",
+                 "requested_bytes", "ring_sizes", "deadlock", "fatal_lines", "run_status", "not_written", "problems"}
+DEADLOCK_KEYS = {"kind", "line", "title", "ring", "requested_bytes", "task_current", "task_last_alive", "task_active",
+                 "task_size", "heap_top", "heap_tail", "heap_size", "heap_used", "heap_available", "pool_used",
+                 "pool_size", "pool_needed", "suggestion"}
 SIZES = ("[INFO] resolve_arena_sizing: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[{tw}] heap=[{heap}] "
          "dep_pool=[{dep}]\n")
 
@@ -79,6 +84,7 @@ def test_summary_json_carries_the_log_and_confirms_the_wedge(cli: Any) -> None:
     assert r.code == 0, r.err
     (f,) = r.files()
     log = f["host_log"]
+    assert set(log) == HOST_LOG_KEYS and set(log["deadlock"]) == DEADLOCK_KEYS  # the README's contract
     assert {k: log[k] for k in ("orch_error_code", "error_name", "ring", "requested_bytes")} == {
         "orch_error_code": 3, "error_name": "FLOW_CONTROL_DEADLOCK", "ring": 3, "requested_bytes": None}
     assert log["path"] == str(FLOW_DIR / "host.log")
