@@ -109,14 +109,11 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
         from ringtrace.sinks.prometheus import PrometheusSink
 
         prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors,
-                              otlp_stats=otlp.stats if otlp is not None else None)
+                              otlp_stats=otlp.stats if otlp is not None else None,
+                              reader=lambda: {"files_watched": app.tailer.watched, "read_errors": app.tailer.faults,
+                                              "in_flight_bytes": app.in_flight.level})
         fanout.add(prom)
-
-    def watched(_batch: object) -> None:
-        if prom is not None:
-            prom.set_files_watched(app.tailer.watched)
-
-    app = App(cfg, roots, fanout, on_batch=watched)
+    app = App(cfg, roots, fanout)
     server = None
     if prom is not None:
         from ringtrace.http import MetricsServer

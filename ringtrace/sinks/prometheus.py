@@ -114,7 +114,8 @@ class _SelfCounts:
 class PrometheusSink:
     """A sink keeping live per-run state, exposed on its own :attr:`registry` at scrape time.
 
-    ``sink_errors`` returns failures per sink (``FanOut.errors``); it is read at scrape time.
+    ``sink_errors`` returns failures per sink (``FanOut.errors``), ``reader`` the reader's gauges
+    (``files_watched``, ``read_errors``, ``in_flight_bytes``); both are read at scrape time.
     ``clock`` gives wall-clock seconds (the TTL and ``last_update_timestamp``).
     """
 
@@ -124,13 +125,15 @@ class PrometheusSink:
     def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
                  clock: Callable[[], float] = time.time,
                  sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000,
-                 otlp_stats: Callable[[], Mapping[str, int]] | None = None) -> None:
+                 otlp_stats: Callable[[], Mapping[str, int]] | None = None,
+                 reader: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.series_ttl = series_ttl
         self.max_runs = max_runs
         self._clock = clock
         self._sink_errors = sink_errors
         self._otlp_stats = otlp_stats
+        self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
         self._finished: deque[tuple[float, str, _RunState]] = deque()  # finish order
@@ -305,9 +308,23 @@ class PrometheusSink:
         for reason, n in sorted(c.parse_errors.items()):
             pe.add_metric([reason], n)
         yield pe
-        if c.files_watched is not None:
+        reader: Mapping[str, int] = {}
+        if self._reader is not None:
+            try:
+                reader = dict(self._reader())
+            except Exception:  # a scrape must not fail because the app is shutting down
+                reader = {}
+        watched = reader.get("files_watched", c.files_watched)
+        if watched is not None:
             yield GaugeMetricFamily("ringtrace_files_watched", "scope_stats files followed right now.",
-                                    value=c.files_watched)
+                                    value=watched)
+        if reader:
+            yield CounterMetricFamily("ringtrace_read_errors", "Looks at a file that failed (permissions, I/O "
+                                      "errors, not a regular file); each file's first of a kind is logged.",
+                                      value=reader.get("read_errors", 0))
+            yield GaugeMetricFamily("ringtrace_in_flight_bytes", "Input bytes read whose events the sinks have "
+                                    "not taken yet (bounded: the reader waits).",
+                                    value=reader.get("in_flight_bytes", 0))
         se = CounterMetricFamily("ringtrace_sink_errors", "Failures of an output sink (it was skipped), by sink.",
                                  labels=["sink"])
         if self._sink_errors is not None:

@@ -1,0 +1,234 @@
+"""Faults in one file or directory stay there: a real ``ringtrace watch`` process over trees that hold
+an unreadable directory, a FIFO, symbolic-link loops, names that are not UTF-8, and files that come
+and go.  Every test asserts what was emitted (once, with the right figures), that the process is
+still serving, and that SIGTERM ends it with 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._require import require
+from tests._writer import wait_for
+from tests.conftest import SAMPLES
+
+NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
+SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
+# root without the capabilities that let it read any file: the directory owner's mode bits apply
+NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
+          "--"]
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Agent:
+    """``ringtrace watch ROOT --events EV --metrics-addr`` as a real process; stderr collected."""
+
+    def __init__(self, root: str, ev: Path, *extra: str, prefix: list[str] | None = None) -> None:
+        self.ev = ev
+        self.port = free_port()
+        self.proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "ringtrace", "watch", root,
+                                      "--events", str(ev), "--log-level", "info",
+                                      "--metrics-addr", f"127.0.0.1:{self.port}", "--rescan-interval", "0.5", *extra],
+                                     stderr=subprocess.PIPE, text=True, errors="replace")
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=self._collect, daemon=True)
+        self._t.start()
+
+    def _collect(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except OSError:
+            return 0, b""
+
+    def metric(self, name: str) -> float | None:
+        code, body = self.get("/metrics")
+        if code != 200:
+            return None
+        for line in body.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def ready(self) -> bool:
+        return self.get("/readyz")[0] == 200
+
+    def stop(self) -> tuple[int, float]:
+        t = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=15)
+        took = time.monotonic() - t
+        self._t.join(timeout=5)
+        print("".join(self.lines))
+        return code, took
+
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def agents() -> Iterator[list[Agent]]:
+    started: list[Agent] = []
+    yield started
+    for a in started:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
+
+
+def put_run(root: Path, name: str, src: Path = SMALL) -> Path:
+    d = root / name / "scope_stats"
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / ".incoming"
+    shutil.copy(src, tmp)
+    tmp.rename(d / "scope_stats.jsonl")  # appears whole
+    return d / "scope_stats.jsonl"
+
+
+def test_an_unreadable_directory_costs_only_itself(tmp_path: Path, agents: list[Agent]) -> None:
+    require(shutil.which("setpriv") is not None, "setpriv not installed (util-linux)")
+    probe = subprocess.run([*NO_DAC, "true"], capture_output=True)
+    require(probe.returncode == 0, f"cannot drop capabilities here: {probe.stderr.decode().strip()}")
+    root = tmp_path / "tree"
+    secret = root / "secret" / "inner"
+    secret.mkdir(parents=True)
+    put_run(root, "before")
+    os.chown(root / "secret", 65534, 65534)
+    os.chmod(root / "secret", 0o700)
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev, prefix=NO_DAC)
+    agents.append(a)
+    wait_for(a.ready, what="the agent to be ready")
+    put_run(root, "after")  # an event in a readable directory still arrives
+    later = root / "later"
+    later.mkdir()
+    os.chown(later, 65534, 65534)
+    os.chmod(later, 0o700)  # and a directory that appears unreadable later does not stop it either
+    put_run(root, "after2")
+    wait_for(lambda: {e["labels"]["run"] for e in events(ev)} == {"before", "after", "after2"},
+             what="the three readable runs")
+    assert "secret" in a.stderr() and "Permission denied" in a.stderr()
+    assert a.proc.poll() is None and a.ready()
+    code, _ = a.stop()
+    assert code == 0
+    assert len(events(ev)) == 3  # each run once
+
+
+def test_a_fifo_named_like_a_scope_stats_file_is_skipped(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    fifo_dir = root / "fifo" / "scope_stats"
+    fifo_dir.mkdir(parents=True)
+    os.mkfifo(fifo_dir / "scope_stats.jsonl")
+    put_run(root, "real", NESTED)
+    ev = tmp_path / "ev-once.jsonl"
+    once = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(root), "--once", "--events", str(ev)],
+                          capture_output=True, text=True, timeout=60)
+    assert once.returncode == 0, once.stderr
+    assert [e["labels"]["run"] for e in events(ev)] == ["real"]
+    assert "not a regular file" in once.stderr
+    ev2 = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev2)
+    agents.append(a)
+    wait_for(lambda: len(events(ev2)) == 1 and a.ready(), what="the real run and /readyz")
+    code, took = a.stop()
+    assert code == 0 and took < 5.0
+
+
+def test_symlink_loops_and_links_to_runs_emit_each_run_once(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    put_run(root, "run_x", NESTED)
+    put_run(root, "run_y")
+    (root / "loop").symlink_to(".")
+    (root / "run_x" / "up").symlink_to("..")
+    (root / "latest").symlink_to("run_x")
+    ev = tmp_path / "ev.jsonl"
+    once = subprocess.run([sys.executable, "-m", "ringtrace", "watch", f"{root}/**/scope_stats.jsonl", "--once",
+                           "--events", str(ev)], capture_output=True, text=True, timeout=60)
+    assert once.returncode == 0, once.stderr
+    assert sorted(e["labels"]["run"] for e in events(ev)) == ["run_x", "run_y"]
+    ev2 = tmp_path / "ev2.jsonl"
+    a = Agent(f"{root}/**/scope_stats.jsonl", ev2)
+    agents.append(a)
+    wait_for(lambda: len(events(ev2)) == 2 and a.ready(), what="the two runs")
+    put_run(root, "run_z")
+    (root / "latest_z").symlink_to("run_z")
+    wait_for(lambda: len(events(ev2)) == 3, what="the new run")
+    code, took = a.stop()
+    assert code == 0 and took < 5.0
+    assert sorted(e["labels"]["run"] for e in events(ev2)) == ["run_x", "run_y", "run_z"]
+
+
+def test_a_directory_name_that_is_not_utf8(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev)
+    agents.append(a)
+    wait_for(a.ready, what="the agent to be ready")
+    bad = os.fsencode(root) + b"/caf\xe9_run/scope_stats"
+    os.makedirs(bad)
+    shutil.copy(SMALL, os.fsdecode(bad + b"/scope_stats.jsonl"))
+    put_run(root, "plain")  # events keep flowing after the bad name
+    wait_for(lambda: len(events(ev)) == 2, what="both runs")
+    runs = sorted(e["labels"]["run"] for e in events(ev))
+    assert runs == ["caf\ufffd_run", "plain"]
+    code, body = a.get("/metrics")
+    assert code == 200 and 'run="caf\ufffd_run"'.encode() in body
+    assert "polling" not in a.stderr()  # events did not fall back to polling
+    code, _ = a.stop()
+    assert code == 0
+
+
+def test_deleted_files_are_forgotten(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    state = tmp_path / "state"
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev, "--state-dir", str(state))
+    agents.append(a)
+    wait_for(a.ready, what="the agent to be ready")
+    for rnd in range(3):
+        paths = [put_run(root, f"r{rnd}_{i:03d}") for i in range(100)]
+        wait_for(lambda n=rnd: len(events(ev)) == 100 * (n + 1), what=f"round {rnd}")
+        wait_for(lambda: a.metric("ringtrace_files_watched") == 100, what="100 files watched")
+        for p in paths:
+            shutil.rmtree(p.parent.parent)
+        wait_for(lambda: a.metric("ringtrace_files_watched") == 0, what="the deleted files forgotten")
+    wait_for(lambda: (state / "ringtrace-state.json").exists()
+             and json.loads((state / "ringtrace-state.json").read_text())["files"] == {},
+             what="the state file to forget them too")
+    code, _ = a.stop()
+    assert code == 0
+    assert len(events(ev)) == 300  # each run once; a deletion after the finish emits nothing
