@@ -18,7 +18,7 @@ from ringtrace.diagnose import Thresholds, describe_log, fmt_amount
 from ringtrace.hostlog import HostLogParser, is_log_only, log_only_run
 from ringtrace.hostlog_match import match_logs
 from ringtrace.layout import labels_for
-from ringtrace.records import RESOURCES, HostLog, Labels, RunFinished, SinkEvent
+from ringtrace.records import RESOURCES, HostLog, Labels, RunFinished, SinkEvent, utf8
 
 CHUNK = 1 << 20
 COMPILE_DEFAULTS = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
@@ -45,12 +45,12 @@ def expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
         if glob.has_magic(pat):
             hits = sorted(Path(p) for p in glob.glob(pat, recursive=True) if Path(p).is_file())
             if not hits:
-                errors.append(f"--host-log {pat}: no file matches this pattern")
+                errors.append(f"--host-log {utf8(pat)}: no file matches this pattern")
         else:
             p = Path(pat)
             hits = [p] if p.is_file() else []
             if not hits:
-                errors.append(f"--host-log {pat}: " + ("not a regular file" if p.exists() else "no such file"))
+                errors.append(f"--host-log {utf8(pat)}: " + ("not a regular file" if p.exists() else "no such file"))
         for h in hits:
             if h.resolve() not in seen:
                 seen.add(h.resolve())
@@ -59,8 +59,9 @@ def expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 
 def read_log(path: Path) -> tuple[HostLog, ...]:
-    """Parse one log file in chunks (raises OSError when it cannot be read)."""
-    parser = HostLogParser(str(path))
+    """Parse one log file in chunks (raises OSError when it cannot be read).  ``HostLog.path`` is
+    the path for output (valid UTF-8)."""
+    parser = HostLogParser(utf8(str(path)))
     with path.open("rb") as fh:
         while chunk := fh.read(CHUNK):
             parser.feed(chunk)
@@ -76,29 +77,31 @@ def prepare(patterns: Sequence[str], files: Sequence[Path]) -> Plan:
     plan = Plan({}, [], [], [], [])
     paths, plan.errors = expand(patterns)
     logs: list[HostLog] = []
+    where: list[str] = []  # each log's real path, resolved, for matching
     for path in paths:
         try:
             parts = read_log(path)
         except OSError as err:
-            plan.errors.append(f"{path}: cannot read: {err.strerror or err}")
+            plan.errors.append(f"{utf8(str(path))}: cannot read: {err.strerror or err}")
             continue
         logs += parts
+        where += [str(path.resolve())] * len(parts)
         for prob in parts[0].problems:
-            plan.problems.append(f"{path}:{prob.line}: {prob.severity}: {prob.message}")
+            plan.problems.append(f"{parts[0].path}:{prob.line}: {prob.severity}: {prob.message}")
     resolved = {str(f.resolve()): f for f in files}
-    matches = match_logs([msgspec.structs.replace(lg, path=str(Path(lg.path).resolve())) for lg in logs],
+    matches = match_logs([msgspec.structs.replace(lg, path=w) for lg, w in zip(logs, where, strict=True)],
                          list(resolved))
-    matched_paths = {lg.path for lg, m in zip(logs, matches, strict=True) if m.file is not None}
-    for log, m in zip(logs, matches, strict=True):
+    matched = {w for w, m in zip(where, matches, strict=True) if m.file is not None}
+    for log, w, m in zip(logs, where, matches, strict=True):
         name = log.path + (f" (rank {log.rank})" if log.rank is not None else "")
         if m.file is not None:
             plan.for_file[resolved[m.file]] = log
-        elif log.path not in matched_paths and log.failed:
+        elif w not in matched and log.failed:
             plan.log_only.append(log)
             if files:
-                plan.notes.append(f"host log {name}: reported as a run without records: {m.reason}")
+                plan.notes.append(f"host log {name}: reported as a run without records: {utf8(m.reason)}")
         else:
-            plan.notes.append(f"host log {name}: not matched to a scope_stats file: {m.reason}")
+            plan.notes.append(f"host log {name}: not matched to a scope_stats file: {utf8(m.reason)}")
     return plan
 
 

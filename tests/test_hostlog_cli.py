@@ -252,3 +252,14 @@ def test_parse_expect_and_sizes() -> None:
                  "dep_pool": (16384,) * 4}
     with pytest.raises(ExpectError):
         parse_size("-1")
+
+
+def test_a_log_path_that_is_not_utf8(cli: Any, tmp_path: Path) -> None:
+    run = Path(os.fsdecode(bytes(tmp_path) + b"/run\xff"))
+    shutil.copytree(FLOW_DIR, run)
+    r = cli("summary", "--format", "json", "--host-log", run / "host.log", run)
+    assert r.code == 0, r.err
+    (f,) = r.files()
+    assert f["host_log"]["path"].endswith("run\ufffd/host.log") and f["findings"][0]["confirmed"] is True
+    r = cli("check", "--host-log", run / "host.log")  # matched to nothing given: a log-only run
+    assert r.code == 1 and "run\ufffd/host.log" in r.out
