@@ -132,7 +132,7 @@ def display_path(fin: RunFinished) -> str:
     """The path a person is shown for ``fin``: its file, or its host log for a log-only run."""
     if is_log_only(fin) and fin.host_log is not None:
         return f"(no scope_stats file; host log {fin.host_log.path})"
-    return fin.source.path
+    return fin.source.display_path
 
 
 # -- check --expect ----------------------------------------------------------------------------
