@@ -111,7 +111,7 @@ def render_run(console: Console, fin: RunFinished) -> None:
     """One run as a header, a per-ring table, wedged scopes and findings."""
     s, meta = fin.summary, fin.summary.meta
     log = fin.host_log
-    name = fin.source.path or (f"(no scope_stats file; host log {log.path})" if log else "")
+    name = fin.source.display_path or (f"(no scope_stats file; host log {log.path})" if log else "")
     head = f"[bold]{escape(name)}[/bold]"  # paths and sites are data, never markup
     if meta is not None:
         head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
