@@ -9,8 +9,8 @@ it (``ringtrace_sink_errors_total{sink="events"}``): that run's line is lost, th
 only whole lines, and the next run's line starts on a line of its own.  Pipes and terminals
 (``--events -``) cannot be truncated; there the stream completes short writes itself.
 
-A path that is not UTF-8 is written with JSON ``\\udcXX`` escapes (Python's surrogateescape), so
-``os.fsencode(json.loads(line)["path"])`` gives back its bytes.
+A string that still holds surrogate escapes (from a path that is not UTF-8; the summary's path
+itself shows U+FFFD) is written as JSON ``\\udcXX`` escapes rather than losing the line.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class EventsSink:
             try:
                 line = self._encoder.encode(obj)
             except UnicodeEncodeError:
-                # a path that is not UTF-8 (os.fsdecode's lone surrogates): written as JSON \udcXX
+                # a string from a path that is not UTF-8 (os.fsdecode's lone surrogates): JSON \udcXX
                 # escapes, so json.loads gives back the str and os.fsencode the original bytes
                 line = json.dumps(obj, separators=(",", ":")).encode("ascii")
             self._write(line + b"\n", event.source.path)
