@@ -93,3 +93,18 @@ def test_deeply_nested_record_is_a_reported_line_in_summary_and_check(tmp_path: 
     assert (f["parse_errors"], f["scopes"], f["records"]) == (1, 1, 2)
     r = _run("check", path)
     assert r.returncode == 1 and f"FAIL {path}" in r.stdout
+
+
+def test_watch_reads_past_a_deeply_nested_line_and_emits_every_file(tmp_path: Path) -> None:
+    deep = b'{"site": "a", "phase": "begin", "depth": 1, "x": ' + DEEP + b"}"
+    bad = _write(tmp_path / "a", GOOD_META, _records()[0], deep, _records()[1])
+    worse = _write(tmp_path / "b", b'{"version": 6, "x": ' + DEEP + b"}")
+    good = _write(tmp_path / "c", GOOD_META)
+    r = _run("watch", "--once", tmp_path, "--events", "-")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    lines = {x["path"]: x for x in map(json.loads, r.stdout.splitlines())}
+    assert set(lines) == {str(bad), str(worse), str(good)}
+    assert (lines[str(bad)]["parse_errors"], lines[str(bad)]["scopes"]) == (1, 1)
+    w = lines[str(worse)]
+    assert (w["parse_errors"], w["version"], w["scopes"]) == (1, None, 1)
+    assert (lines[str(good)]["parse_errors"], lines[str(good)]["fatal"]) == (0, True)
