@@ -37,7 +37,7 @@ import aiofiles
 import watchfiles
 
 from ringtrace.config import Config
-from ringtrace.records import SinkEvent, Wants
+from ringtrace.records import RunFinished, SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.follower import SLICE, Follower
@@ -53,6 +53,7 @@ IN_FLIGHT_BYTES = 4 * SLICE
 EVENT_WEIGHT = 1024
 """What one event counts for in the in-flight bound besides the bytes it came from."""
 TICK_SECONDS = 0.5
+SAVE_SECONDS = 0.2
 
 
 class InFlight:
@@ -118,6 +119,9 @@ class App:
         self._watch_changed = asyncio.Event()
         self._rescan_now = False
         self._watching = asyncio.Event()  # the watcher has set up the current watch points
+        self._undelivered: set[tuple[str, int]] = set()  # finished runs queued but not yet taken by the sinks
+        self._save_soon = asyncio.Event()
+        self._sinks_done = asyncio.Event()
         # One thread reads and decodes, one delivers to the sinks: work stays on the same two threads
         # (fewer malloc arenas holding freed slices than a pool of six) and each stage stays in order.
         self._reader_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-reader")
@@ -141,6 +145,8 @@ class App:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._sinks(), name="sinks")
+                if self.state_dir is not None:
+                    tg.create_task(self._saver(), name="saver")
                 reader = tg.create_task(self._reader(), name="reader")
                 if not self.cfg.once:
                     watcher = tg.create_task(self._watcher(), name="watcher")
@@ -159,6 +165,9 @@ class App:
     async def _emit(self, events: list[SinkEvent], acquired: int = 0) -> None:
         """Queue ``events``; ``acquired`` bytes of the budget are already held for them."""
         weight = EVENT_WEIGHT * len(events)
+        for e in events:
+            if type(e) is RunFinished:
+                self._undelivered.add((e.source.path, e.source.generation))
         if events:
             if acquired:
                 self.in_flight.add(weight)
@@ -203,11 +212,14 @@ class App:
                     self._update_watch_points()
                     await self._save_state()
                 await self._call(tailer.tick, self.clock())
-            await self._call(tailer.finish_all, "eof" if self.cfg.once else "shutdown")
+            if self.cfg.once:
+                await self._call(tailer.finish_all, "eof")
+            elif self.state_dir is None:  # no later run: what was read is reported, as ``shutdown``
+                await self._call(tailer.finish_all, "shutdown")
+            # with --state-dir an open run is read whole after the restart: no partial is emitted now
         finally:
             self.ready = False
-            await self._save_state()
-            await self._queue.put(None)
+            await self._queue.put(None)  # the sink worker saves the state once everything is delivered
 
     def _take_dirty(self) -> None:
         if self._dirty:
@@ -267,13 +279,32 @@ class App:
             self._watching.clear()
             self._watch_changed.set()
 
+    async def _saver(self) -> None:
+        """Save the state soon after the sinks took a finished run (at most every SAVE_SECONDS), so a
+        kill -9 re-emits at most the runs finished in that window; sinks that see them again dedupe by
+        ``RunFinished.key``."""
+        while True:
+            await self._wait_any(self._save_soon, self._sinks_done)
+            if self._sinks_done.is_set():
+                return
+            self._save_soon.clear()
+            await self._save_state()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SAVE_SECONDS):
+                    await self._sinks_done.wait()
+
     async def _save_state(self) -> None:
+        """Save what a restart needs: finished runs count as finished only once the sinks took them."""
         if self.state_dir is None:
             return
         try:
-            await self._on_reader(state_mod.save, self.state_dir, self.tailer.snapshot())
+            await self._on_reader(self._save_snapshot, frozenset(self._undelivered))
         except OSError as err:
             log.error("cannot save state in %s: %s", self.state_dir, err)
+
+    def _save_snapshot(self, undelivered: frozenset[tuple[str, int]]) -> None:
+        assert self.state_dir is not None
+        state_mod.save(self.state_dir, self.tailer.snapshot(undelivered))
 
     # -- watcher --------------------------------------------------------------------------
 
@@ -371,6 +402,12 @@ class App:
                     self.on_batch(batch)
             finally:
                 await self.in_flight.release(weight)
+                delivered = [(e.source.path, e.source.generation) for e in batch if type(e) is RunFinished]
+                if delivered:
+                    self._undelivered.difference_update(delivered)
+                    self._save_soon.set()
+        await self._save_state()  # every finish the sinks took is remembered before they flush
+        self._sinks_done.set()
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
                 await self._on_sinks(self.fanout.flush)

@@ -280,6 +280,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     problems: tuple[Problem, ...] = ()  # the first problems of the run (all are counted in the summary)
     host_log: HostLog | None = None  # the runtime's host log matched to this run (``source.path`` "" : log only)
     advice: RunAdvice | None = None  # ring sizing from this run alone (``ringtrace.advise``, default headroom)
+    key: str = ""  # the run's identity across restarts (path + file identity at the finish); "" when unknown
 
 
 class RingSizes(msgspec.Struct, frozen=True):

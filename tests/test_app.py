@@ -176,7 +176,8 @@ def test_state_dir_restart_resumes_and_skips_finished(tmp_path: Path, writer: Wr
     writer.do("write", data=data[:40_000])
     wait_for(lambda: w.following(cut), what="the watcher to follow the cut file")
     assert w.stop() == 0
-    assert [e["reason"] for e in events(ev1) if e["labels"]["run"] == "later"] == ["shutdown"]
+    # with --state-dir an open run is not reported at shutdown: the restart reads it whole, once
+    assert [e["reason"] for e in events(ev1) if e["labels"]["run"] == "later"] == []
     # the writer finishes the file while ringtrace is down
     writer.do("write", data=data[40_000:])
     writer.do("close")

@@ -21,6 +21,7 @@ passed in by the caller, ``wall`` the wall-clock time for ``RunStarted.seen_at``
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -109,7 +110,15 @@ class Follower:
             except OSError:
                 mtime_ns = 0
         self.finished_mtime = mtime_ns
-        return run.finish(reason)
+        return run.finish(reason, self.run_key() if reason in ("complete", "idle", "eof") else "")
+
+    def run_key(self) -> str:
+        """The finished run's identity across restarts: path and file identity (device, inode, size,
+        mtime) when it finished.  Re-reading the same unchanged file gives the same key."""
+        dev, ino = self.ident or (0, 0)
+        raw = b"\0".join([os.fsencode(self.path), *(str(x).encode() for x in (dev, ino, self.finished_size,
+                                                                             self.finished_mtime))])
+        return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
     def look(self, st: os.stat_result, now: float, wall: float) -> tuple[list[SinkEvent], Slice | None]:
         """Step 1: ``st`` is the fstat of the file just opened at ``path``."""

@@ -170,6 +170,8 @@ class Tailer:
                 self.fault(f, OSError(f"{f.path}: not a regular file"))
             elif f.pending(st):
                 self._queue(f, BACKLOG)
+        for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted meanwhile
+            del self._saved[gone]
         return out
 
     def poll_active(self) -> None:
@@ -219,13 +221,18 @@ class Tailer:
             out += f.finish(reason)
         return out
 
-    def snapshot(self) -> state_mod.State:
-        """What to save for a restart: the files that exist now (saved entries not yet seen are kept)."""
+    def snapshot(self, undelivered: frozenset[tuple[str, int]] = frozenset()) -> state_mod.State:
+        """What to save for a restart: the files that exist now (saved entries not yet seen are kept).
+
+        A run whose ``RunFinished`` is still in ``undelivered`` (path, generation) is saved as not
+        finished: a restart reads it again rather than lose it.
+        """
         files: dict[str, state_mod.FileState] = {}
         for path, f in self.followers.items():
             if f.ident is None:
                 continue
-            finished = not f.active and f.finished_reason not in (None, "shutdown", "deleted")
+            finished = (not f.active and f.finished_reason not in (None, "shutdown", "deleted")
+                        and (str(path), f.generation - 1) not in undelivered)
             files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.finished_size if finished else f.offset,
                                                    f.finished_mtime, f.generation, finished)
         return state_mod.State(files={**self._saved, **files})
