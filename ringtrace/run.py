@@ -64,7 +64,7 @@ class Run:
             return self._progress(cast("list[Record]", items), [])
         return self._consume(items)
 
-    def finish(self, reason: FinishReason) -> list[SinkEvent]:
+    def finish(self, reason: FinishReason, key: str = "") -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes and findings.
 
         On ``shutdown`` the run did not end by itself, so its open scopes are not called wedged; nor
@@ -88,7 +88,7 @@ class Run:
                 f"{summary.open_scopes} scope(s) open): the figures cover what was read; the open scopes "
                 "are not called wedged and a half-written last line is not an error"))
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
-                                    host_log=self.host_log)
+                                    host_log=self.host_log, key=key)
         out.append(self.finished)
         return out
 
