@@ -287,6 +287,11 @@ class Decoder:
             self._error(out, 1, "bad_metadata",
                         f"metadata line unreadable ({why}): version, fatal, dropped, total and capacities unknown")
             return
+        if m.total is not msgspec.UNSET and m.dropped > m.total:
+            self._error(out, 1, "bad_metadata",
+                        f"metadata line unreadable (dropped {m.dropped} is more than total {m.total}, which counts "
+                        "the dropped records too): version, fatal, dropped, total and capacities unknown")
+            return
         if m.version not in SUPPORTED_VERSIONS:
             if m.version < SUPPORTED_VERSIONS.start:
                 self._dead = True

@@ -472,6 +472,13 @@ def test_metadata_with_a_bad_value_is_unreadable_and_says_which(key: str, value:
     assert d.meta is None and d.decoder.parse_errors == 1 and d.summary.scopes == 1
 
 
+def test_more_dropped_than_total_is_unreadable_metadata() -> None:
+    d = read_lines([meta(total=2, dropped=3), *GOOD_TAIL])
+    assert [(p.line, p.reason) for p in d.errors] == [(1, "bad_metadata")]
+    assert "dropped 3 is more than total 2" in d.errors[0].message and d.meta is None
+    assert read_lines([meta(total=3, dropped=3)]).meta is not None  # all dropped: read
+
+
 @pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"1e999"])
 def test_non_finite_number_in_the_metadata_is_an_error(value: bytes) -> None:
     first = json.dumps(meta(total=2)).encode().replace(b'"total": 2', b'"total": ' + value)
