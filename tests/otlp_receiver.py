@@ -461,10 +461,14 @@ class OtlpReceiver:
 
 
 class Blackhole:
-    """A TCP listener on 127.0.0.1 that accepts every connection, reads what comes and never answers."""
+    """A TCP listener on 127.0.0.1 that accepts every connection, reads what comes and never answers.
 
-    def __init__(self) -> None:
-        self._listener = socket.create_server((HOST, 0))
+    With ``accept=False`` it never accepts either: its backlog (0) is filled by one connection of its
+    own, so the kernel drops further SYNs and a client's ``connect`` hangs (a firewall that drops).
+    """
+
+    def __init__(self, *, accept: bool = True) -> None:
+        self._listener = socket.create_server((HOST, 0), backlog=None if accept else 0)
         self.port = self._listener.getsockname()[1]
         self._cond = threading.Condition()
         self._conns: list[socket.socket] = []
@@ -472,7 +476,10 @@ class Blackhole:
         self.bytes_received = 0
         self.connections = 0
         self._accepter = threading.Thread(target=self._accept, name="blackhole", daemon=True)
-        self._accepter.start()
+        if accept:
+            self._accepter.start()
+        else:
+            self._conns.append(socket.create_connection((HOST, self.port), timeout=10))
 
     @property
     def endpoint(self) -> str:
@@ -511,7 +518,8 @@ class Blackhole:
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
         self._listener.close()
-        self._accepter.join(10)
+        if self._accepter.ident is not None:
+            self._accepter.join(10)
         with self._cond:
             conns, threads = list(self._conns), list(self._threads)
         for conn in conns:

@@ -274,16 +274,15 @@ class HttpTransport:
         self._aborted = False
 
     def _connect(self, timeout: float) -> HTTPConnection:
+        conn = (HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ctx) if self._ctx is not None
+                else HTTPConnection(self._host, self._port, timeout=timeout))
         with self._lock:
             if self._aborted:
                 raise ConnectionAbortedError("shutting down")
-            if self._ctx is not None:
-                self._conn = HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ctx)
-            else:
-                self._conn = HTTPConnection(self._host, self._port, timeout=timeout)
-            self._conn.connect()
-            self._conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return self._conn
+            self._conn = conn
+        conn.connect()  # outside the lock: abort never waits for a slow connect (bounded by ``timeout``)
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
 
     def _drop(self) -> None:
         with self._lock:

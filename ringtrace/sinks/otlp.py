@@ -123,7 +123,7 @@ class OtlpSink:
                  max_spans: int = 10_000, transport: Transport | None = None, *,
                  timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 200_000,
                  backpressure: bool = False, retry: RetryPolicy | None = None, flush_timeout: float = 30.0,
-                 close_grace: float = 0.25, sleep: Callable[[float], object] | None = None,
+                 close_grace: float = 0.1, sleep: Callable[[float], object] | None = None,
                  clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,
                  wall: Callable[[], float] = time.time, resource: Resource | None = None) -> None:
         if not (math.isfinite(tick) and tick > 0) or max_spans < 1 or batch_size < 1:
@@ -340,8 +340,9 @@ class OtlpSink:
         with self._cond:
             if self._deadline is None:
                 self._deadline = time.monotonic() + self.flush_timeout
+            deadline = self._deadline
         self._wake.set()
-        drained = self.drain(self.flush_timeout)
+        drained = self.drain(max(0.0, deadline - time.monotonic()))
         with self._cond:
             self._flushed = True
             if drained:
@@ -376,7 +377,7 @@ class OtlpSink:
         with self._cond:
             if self._closed:
                 return
-            flushed = self._flushed and not self._jobs and self._current is None
+            flushed = self._flushed  # and nothing queued since (receive clears it)
         if not flushed:
             self.flush()
         with self._cond:
