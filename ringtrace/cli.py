@@ -26,14 +26,14 @@ from typing import Any
 from rich.console import Console
 
 from ringtrace import config as config_mod
-from ringtrace import hostlog_cli
+from ringtrace import hostlog_cli, tuning_cli
 from ringtrace.config import Config, ConfigError
 from ringtrace.hostlog import is_log_only
 from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
 from ringtrace.records import RESOURCES, RunFinished
 from ringtrace.sinks import FanOut, Sink
-from ringtrace.sinks.summary import SummarySink
+from ringtrace.sinks.summary import SummarySink, render_run
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
@@ -67,11 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("summary", parents=[common], help="per-ring peaks, wedged scopes and findings per file")
     _add_paths(p)
     p.add_argument("--format", choices=config_mod.literal_choices("format"), help="table (default) or json")
+    tuning_cli.add_details(p)
 
     p = sub.add_parser("check", parents=[common],
                        help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
     _add_paths(p)
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
+    tuning_cli.add_details(p)
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
     p.add_argument("--expect", action="append", default=[], metavar="RES=SIZE,...",
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=5.0, help="finish a run unchanged for this long")
     p.add_argument("--perfetto-dir", metavar="DIR", help="one Perfetto trace per run (default: DIR/traces)")
     _add_otlp(p)
+    tuning_cli.add_parsers(sub, common)
     return parser
 
 
@@ -196,7 +199,8 @@ def cmd_summary(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
     if cfg.format == "json":
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
     else:
-        summary.render_table(out)
+        for fin in tuning_cli.glance(out, summary.finished, args.details):
+            render_run(out, fin)
     return EXIT_OK if ok else EXIT_INPUT
 
 
@@ -225,6 +229,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
+    shown = tuning_cli.glance(out, summary.finished, args.details)
     for fin in summary.finished:
         reasons = check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect)
         failed = failed or bool(reasons)
@@ -235,6 +240,8 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
+        if status == "ok" and fin not in shown:
+            continue
         out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:
@@ -321,7 +328,7 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
 
 
 COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "convert": cmd_convert, "watch": cmd_watch,
-                            "demo": cmd_demo}
+                            "demo": cmd_demo, "advise": tuning_cli.cmd_advise, "diff": tuning_cli.cmd_diff}
 
 
 class _Console(Console):

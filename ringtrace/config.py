@@ -37,6 +37,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     idle: float = 0.05
     wedge: float = 0.5
     max_ratio: float = 0.8
+    headroom: float = 0.1  # advise: share added over the need
     resources: tuple[str, ...] = RESOURCES
     format: Literal["table", "json"] = "table"
     # watching

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from ringtrace.advise import advise
 from ringtrace.decode import Decoder, Item
 from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.pair import Pairer
@@ -88,7 +89,9 @@ class Run:
                 f"{summary.open_scopes} scope(s) open): the figures cover what was read; the open scopes "
                 "are not called wedged and a half-written last line is not an error"))
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
-                                    host_log=self.host_log, key=key)
+                                    host_log=self.host_log,
+                                    advice=advise(summary, path=self.source.path, labels=self.source.labels),
+                                    key=key)
         out.append(self.finished)
         return out
 

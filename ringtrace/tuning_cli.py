@@ -1,0 +1,287 @@
+"""``ringtrace advise`` and ``ringtrace diff``: reading, then the pure ``advise``/``diff`` stages, then output.
+
+Also the "trees at a glance" overview that ``summary``, ``check`` and ``advise`` print first when
+they were given more than one source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ringtrace.advise import RunFacts, advice_json, advise_runs, fmt, run_config_json, snippet
+from ringtrace.config import Config
+from ringtrace.records import Finding, RingSide, RunAdvice, RunFinished, TreeDiff
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The ``advise`` and ``diff`` subcommands."""
+    p = sub.add_parser("advise", parents=[common],
+                       help="ring sizes from runs' records: what they prove, a recommendation or the next measurement")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
+    p.add_argument("--headroom", type=float, help="share added over the need (default 0.1)")
+    p.add_argument("--format", choices=("table", "json"), help="table (default) or json")
+    p.add_argument("--details", action="store_true", default=None,
+                   help="with several sources: details for every source, not only those with problems")
+    p = sub.add_parser("diff", parents=[common],
+                       help="what changed between two runs (files or trees matched by labels)")
+    p.add_argument("paths", nargs=2, metavar="PATH", help="A (before) and B (after): files or directories")
+    p.add_argument("--format", choices=("table", "json"), help="table (default) or json")
+    p.add_argument("--fail-on-regression", type=float, metavar="RATIO",
+                   help="exit 1 when any ratio grew by more than RATIO (e.g. 0.05)")
+
+
+def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
+    return [RunFacts(f.source.path, f.source.labels, f.summary) for f in fins]
+
+
+def cmd_advise(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace import cli
+
+    headroom = cfg.headroom
+    if not 0 <= headroom <= 10:
+        cli._err(err, f"--headroom {headroom}: must be between 0 and 10")
+        return EXIT_INPUT
+    summary, ok = cli._read(args.paths, cfg, [], err)
+    fins = summary.finished
+    advice = advise_runs(facts(fins), headroom)
+    if cfg.format == "json":
+        sys.stdout.write(json.dumps(advise_json(fins, advice), indent=1) + "\n")
+    else:
+        shown = fins
+        if len(fins) > 1:
+            render_overview(out, fins, advice)
+            if not args.details:
+                shown = [f for f in fins if any(problem_counts(f)) or not _settled(advice, fins, f)]
+        for fin in shown:
+            render_advice(out, fin, advice[fins.index(fin)])
+    return EXIT_OK if ok else EXIT_INPUT
+
+
+def _settled(advice: list[RunAdvice], fins: Sequence[RunFinished], fin: RunFinished) -> bool:
+    ra = advice[fins.index(fin)]
+    return ra.final and not ra.run_config
+
+
+def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice]) -> dict[str, Any]:
+    """``advise --format json``: ``{"files": [{path, labels, advice, run_config, kernel_fixes}]}``."""
+    files = []
+    for fin, ra in zip(fins, advice, strict=True):
+        lab = fin.source.labels
+        files.append({"path": fin.source.path,
+                      "labels": {"run": lab.run, "rank": lab.rank, "dispatch": lab.dispatch, "program": lab.program},
+                      "advice": advice_json(ra.advice), "run_config": run_config_json(ra),
+                      "kernel_fixes": list(ra.kernel_fixes)})
+    return {"files": files}
+
+
+def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
+    console.print(Text(fin.source.path, style="bold"))
+    if not ra.advice:
+        console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
+        console.print()
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
+        table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
+    for a in ra.advice:
+        if a.recommended is not None:
+            verb = "keep" if a.recommended == a.capacity else "shrink to" if a.shrink else "set"
+            what = f"{verb} {fmt(a.resource, a.recommended)}"
+        elif a.measure_next is not None:
+            what = f"measure at {fmt(a.resource, a.measure_next)}"
+        else:
+            what = "-"
+        table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
+                      fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
+    console.print(table)
+    for a in ra.advice:
+        console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+    for fix in ra.kernel_fixes:
+        console.print(Text(f"  kernel-side first: {fix}", style="yellow"))
+    if ra.run_config:
+        label = "RunConfig for the final sizes" if ra.final else "RunConfig for the next measurement run"
+        console.print(f"  {label}:", markup=False)
+        for key, value in ra.run_config:
+            console.print(Text(f"    {snippet(key, value)}"))
+    else:
+        console.print("  RunConfig: nothing to change", markup=False)
+    console.print()
+
+
+# -- trees at a glance -------------------------------------------------------------------------------
+
+
+def problem_counts(fin: RunFinished) -> tuple[int, int]:
+    """(errors, warnings) among a run's findings and problems."""
+    sev = [f.severity for f in fin.findings] + [p.severity for p in fin.problems]
+    return sev.count("error"), sev.count("warning")
+
+
+def one_phrase(ra: RunAdvice | None) -> str:
+    """The advice in one phrase, for the overview."""
+    if ra is None or not ra.advice:
+        return "-"
+    grow = [a for a in ra.advice if a.recommended is not None and a.capacity and a.recommended > a.capacity]
+    shrink = [a for a in ra.advice if a.shrink]
+    measure = [a for a in ra.advice if a.recommended is None and a.measure_next is not None]
+    if measure:
+        a = max(measure, key=lambda x: (x.basis == "wedged", (x.measure_next or 0) / (x.capacity or 1)))
+        more = f" (+{len(measure) - 1})" if len(measure) > 1 else ""
+        return f"measure ring {a.ring} {a.resource} at {fmt(a.resource, a.measure_next)}{more}"
+    if grow:
+        a = max(grow, key=lambda x: (x.recommended or 0) / (x.capacity or 1))
+        return f"raise ring {a.ring} {a.resource} to {fmt(a.resource, a.recommended)}"
+    if shrink:
+        return f"shrink {len(shrink)} ring resource(s)"
+    return "sizes fit"
+
+
+def render_overview(console: Console, fins: Sequence[RunFinished], advice: Sequence[RunAdvice | None]) -> None:
+    """One row per source, problems first: labels, worst ratio, wedged site, counts, advice."""
+    rows = []
+    for fin, ra in zip(fins, advice, strict=True):
+        errors, warnings = problem_counts(fin)
+        worst = max((p for p in fin.summary.peaks if p.scopes and p.high_water_ratio is not None),
+                    key=lambda p: p.high_water_ratio or 0.0, default=None)
+        wedged = fin.summary.wedged[-1].site if fin.summary.wedged else ""
+        rows.append(((-errors, -warnings, -(worst.high_water_ratio or 0) if worst else 0.0, fin.source.name),
+                     fin, worst, wedged, errors, warnings, ra))
+    rows.sort(key=lambda r: r[0])
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
+                  title=f"{len(fins)} sources")
+    for col in ("source", "program", "worst", "ring", "use", "wedged in", "errors", "warnings", "advice"):
+        table.add_column(col, justify="right" if col in ("ring", "use", "errors", "warnings") else "left")
+    for _, fin, worst, wedged, errors, warnings, ra in rows:
+        use = "n/a" if worst is None or worst.high_water_ratio is None else f"{100 * worst.high_water_ratio:.0f}%"
+        style = "bold red" if errors else "yellow" if warnings else ""
+        table.add_row(Text(fin.source.name, style=style), Text(fin.source.labels.program),
+                      worst.resource if worst else "-", str(worst.ring) if worst else "-", use, Text(wedged),
+                      str(errors), str(warnings), Text(one_phrase(ra)))
+    console.print(table)
+    console.print()
+
+
+def add_details(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--details", action="store_true", default=None,
+                   help="with several sources: details for every source, not only those with errors or warnings")
+
+
+def glance(console: Console, fins: Sequence[RunFinished], details: bool | None) -> list[RunFinished]:
+    """With more than one source: print the overview; returns the sources to show in detail."""
+    if len(fins) <= 1:
+        return list(fins)
+    render_overview(console, fins, [f.advice for f in fins])
+    return [f for f in fins if details or any(problem_counts(f))]
+
+
+# -- diff -------------------------------------------------------------------------------------------
+
+
+def cmd_diff(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace import cli
+    from ringtrace.diff import match
+
+    limit = args.fail_on_regression
+    if limit is not None and limit < 0:
+        cli._err(err, f"--fail-on-regression {limit}: must be >= 0")
+        return EXIT_INPUT
+    a, ok_a = cli._read([args.paths[0]], cfg, [], err)
+    b, ok_b = cli._read([args.paths[1]], cfg, [], err)
+    tree = match(a.finished, b.finished, limit)
+    if cfg.format == "json":
+        sys.stdout.write(json.dumps(diff_json(tree), indent=1) + "\n")
+    else:
+        render_diff(out, tree)
+    if not (ok_a and ok_b):
+        return EXIT_INPUT
+    return EXIT_FAIL if any(p.regressions for p in tree.pairs) else EXIT_OK
+
+
+def _side_json(side: RingSide | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {"capacity": side.capacity, "high_water": side.high_water, "alloc": side.alloc,
+            "live_at_exit": side.live_at_exit,
+            "high_water_ratio": None if side.high_water_ratio is None else round(side.high_water_ratio, 6),
+            "alloc_ratio": None if side.alloc_ratio is None else round(side.alloc_ratio, 6),
+            "live_at_exit_ratio": None if side.live_at_exit_ratio is None else round(side.live_at_exit_ratio, 6),
+            "high_water_site": side.high_water_site}
+
+
+def diff_json(tree: TreeDiff) -> dict[str, Any]:
+    """``diff --format json``: ``{"pairs": [...], "unmatched": [...]}`` (README)."""
+    def finding(f: Finding) -> dict[str, Any]:
+        return {"rule": f.rule, "severity": f.severity, "message": f.message}
+    pairs = []
+    for p in tree.pairs:
+        lab = p.labels
+        pairs.append({"a": p.a, "b": p.b,
+                      "labels": {"run": lab.run, "rank": lab.rank, "dispatch": lab.dispatch, "program": lab.program},
+                      "rings": [{"ring": d.ring, "resource": d.resource, "before": _side_json(d.before),
+                                 "after": _side_json(d.after)} for d in p.rings],
+                      "findings_added": [finding(f) for f in p.findings_added],
+                      "findings_removed": [finding(f) for f in p.findings_removed],
+                      "scopes": {"before": p.scopes_before, "after": p.scopes_after},
+                      "notes": list(p.notes), "regressions": list(p.regressions)})
+    return {"pairs": pairs, "unmatched": list(tree.unmatched)}
+
+
+def _arrow(resource: str, before: int | None, after: int | None) -> str:
+    if before == after:
+        return fmt(resource, after)
+    delta = "" if before is None or after is None else f" ({'+' if after >= before else '-'}" \
+        f"{fmt(resource, abs(after - before))})"
+    return f"{fmt(resource, before)} -> {fmt(resource, after)}{delta}"
+
+
+def _pct_arrow(before: float | None, after: float | None) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.0f}%"
+    if before is None or after is None:
+        return f"{pct(before)} -> {pct(after)}" if before != after else "-"
+    if round(before, 3) == round(after, 3):
+        return pct(after)
+    return f"{pct(before)} -> {pct(after)} ({100 * (after - before):+.0f} pt)"
+
+
+def render_diff(console: Console, tree: TreeDiff) -> None:
+    for p in tree.pairs:
+        console.print(Text(f"A {p.a}\nB {p.b}", style="bold"))
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("ring", "resource", "capacity", "high water", "use", "pinned (alloc)", "live at exit"):
+            table.add_column(col, justify="left" if col == "resource" else "right")
+        for d in p.rings:
+            b, a = d.before, d.after
+            table.add_row(str(d.ring), d.resource,
+                          _arrow(d.resource, b.capacity if b else None, a.capacity if a else None),
+                          _arrow(d.resource, b.high_water if b else None, a.high_water if a else None),
+                          _pct_arrow(b.high_water_ratio if b else None, a.high_water_ratio if a else None),
+                          _arrow(d.resource, b.alloc if b else None, a.alloc if a else None),
+                          _arrow(d.resource, b.live_at_exit if b else None, a.live_at_exit if a else None))
+        console.print(table)
+        for d in p.rings:
+            if d.before and d.after and d.before.high_water_site != d.after.high_water_site:
+                console.print(Text(f"  ring {d.ring} {d.resource} peak site: {d.before.high_water_site} -> "
+                                   f"{d.after.high_water_site}"))
+        console.print(f"  scopes {p.scopes_before} -> {p.scopes_after}", markup=False)
+        for f in p.findings_added:
+            console.print(Text(f"  + {f.severity} {f.rule}: {f.message}", style="red" if f.severity == "error" else ""))
+        for f in p.findings_removed:
+            console.print(Text(f"  - {f.severity} {f.rule}: {f.message}", style="green"))
+        for note in p.notes:
+            console.print(Text(f"  note: {note}", style="yellow"))
+        for reg in p.regressions:
+            console.print(Text(f"  REGRESSION {reg}", style="bold red"))
+        console.print()
+    for u in tree.unmatched:
+        console.print(Text(f"unmatched {u}", style="yellow"))
