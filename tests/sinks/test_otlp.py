@@ -1099,6 +1099,20 @@ def test_tls_with_client_certificates_from_the_environment(pki: Path, protocol: 
         assert (anonymous.spans_exported, anonymous.spans_failed) == (0, 6)  # no client certificate: refused
 
 
+def test_runtime_needs_no_sdk_exporter_nor_requests(rx: OtlpReceiver) -> None:
+    """The OTLP exporter packages are dev dependencies only (the baselines): with them unimportable, a
+    ``convert`` still delivers over both protocols."""
+    code = ("import sys; sys.modules['opentelemetry.exporter'] = None; sys.modules['requests'] = None; "
+            "from ringtrace.cli import run; sys.argv = ['ringtrace', *sys.argv[1:]]; run()")
+    for protocol in PROTOCOLS:
+        rx.clear()
+        proc = subprocess.run([sys.executable, "-c", code, "convert", str(FLOW), "--otlp-endpoint",
+                               rx.endpoint(protocol), "--otlp-protocol", protocol],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "6 spans exported in 1 trace(s)" in proc.stdout and rx.span_count == 6
+
+
 def test_otel_service_name_overrides_the_default(rx: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "rings-on-node7")
     sink = make_sink(rx, "grpc")
