@@ -487,7 +487,9 @@ def _serial(port: int, ctx: ssl.SSLContext) -> str:
         conn.request("GET", "/healthz")
         conn.getresponse().read()
         assert isinstance(conn.sock, ssl.SSLSocket)
-        return str(conn.sock.getpeercert()["serialNumber"])
+        cert = conn.sock.getpeercert()
+        assert cert is not None
+        return str(cert["serialNumber"])
     finally:
         conn.close()
 
