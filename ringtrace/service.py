@@ -76,7 +76,7 @@ def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
     if cfg.events == "-":
         sinks.append(EventsSink(sys.stdout.buffer))
     elif cfg.events:
-        sinks.append(EventsSink(open(cfg.events, "ab"), owns=True))  # noqa: SIM115 - the sink owns it
+        sinks.append(EventsSink.open(cfg.events))
         notes.append(f"events: {cfg.events}")
     if cfg.perfetto_dir:
         from ringtrace.sinks.perfetto import PerfettoDirSink

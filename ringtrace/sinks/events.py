@@ -19,13 +19,20 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
+from collections import deque
 from typing import IO
 
 import msgspec
 
-from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
+
+TAIL_BYTES = 1 << 20
+"""How much of an existing events file is read for the runs it holds."""
+KEYS_KEPT = 10_000
+_RUN_KEY = re.compile(rb'"run_key":"([0-9a-f]+)"')
 
 
 class EventsSink:
@@ -35,6 +42,7 @@ class EventsSink:
     """
 
     name = "events"
+    wants = WANT_SUMMARIES
 
     def __init__(self, stream: IO[bytes], owns: bool = False, name: str = "") -> None:
         self._stream = stream
@@ -46,17 +54,42 @@ class EventsSink:
         self._regular = stat.S_ISREG(mode)
         self._append = bool(fcntl.fcntl(self._fd, fcntl.F_GETFL) & os.O_APPEND)
         self._where = name or str(getattr(stream, "name", self._fd))
+        self._keys: set[str] = set()
+        self._order: deque[str] = deque()
 
     @classmethod
     def open(cls, path: str) -> EventsSink:
-        """The sink of an events file, opened for appending (created 0644 if missing; OSError if it cannot be)."""
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        return cls(os.fdopen(fd, "ab", buffering=0), owns=True, name=path)
+        """The sink of an events file, opened for appending (created 0644 if missing; OSError if it cannot be).
+
+        The runs already in the file (the ``run_key`` of its last lines) are not written again: a
+        watcher killed between a run's line and its saved state, then restarted, re-reads that run
+        and its line would otherwise appear twice.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        sink = cls(os.fdopen(fd, "ab", buffering=0), owns=True, name=path)
+        sink._remember_written()
+        return sink
+
+    def _remember_written(self) -> None:
+        size = os.fstat(self._fd).st_size
+        n = min(size, TAIL_BYTES)
+        for key in _RUN_KEY.findall(os.pread(self._fd, n, size - n)):
+            self._remember(key.decode())
+
+    def _remember(self, key: str) -> None:
+        self._keys.add(key)
+        self._order.append(key)
+        if len(self._order) > KEYS_KEPT:
+            self._keys.discard(self._order.popleft())
 
     def receive(self, event: SinkEvent) -> None:
         if isinstance(event, RunFinished):
+            if event.key and event.key in self._keys:
+                return  # this very run (same file, same bytes) is in the file already
             obj = file_object(event)
             obj["reason"] = event.reason
+            if event.key:
+                obj["run_key"] = event.key
             try:
                 line = self._encoder.encode(obj)
             except UnicodeEncodeError:
@@ -64,6 +97,8 @@ class EventsSink:
                 # escapes, so json.loads gives back the str and os.fsencode the original bytes
                 line = json.dumps(obj, separators=(",", ":")).encode("ascii")
             self._write(line + b"\n", event.source.path)
+            if event.key:
+                self._remember(event.key)
 
     def _write(self, line: bytes, what: str) -> None:
         fd = self._fd
