@@ -73,7 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
     _add_paths(p)
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
-    tuning_cli.add_details(p)
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
     p.add_argument("--expect", action="append", default=[], metavar="RES=SIZE,...",
@@ -229,7 +228,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
-    shown = tuning_cli.glance(out, summary.finished, args.details)
+    tuning_cli.glance(out, summary.finished, True)  # then every source's line: each is one line already
     for fin in summary.finished:
         reasons = check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect)
         failed = failed or bool(reasons)
@@ -240,8 +239,6 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
-        if status == "ok" and fin not in shown:
-            continue
         out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:
