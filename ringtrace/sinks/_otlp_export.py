@@ -292,9 +292,10 @@ class HttpTransport:
 
     def send(self, payload: bytes, timeout: float) -> Attempt:
         body = gzip.compress(payload, compresslevel=5) if self._gzip else payload
-        for reused in (self._conn is not None, False):
+        kept = self._conn
+        for reused in (kept is not None and kept.sock is not None, False):
             try:
-                conn = self._conn if reused and self._conn is not None else self._connect(timeout)
+                conn = kept if reused and kept is not None else self._connect(timeout)
                 conn.sock.settimeout(timeout)
                 conn.request("POST", self._path, body, self._headers)
                 resp = conn.getresponse()
