@@ -246,8 +246,17 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
     return EXIT_FAIL if failed else EXIT_OK
 
 
+def _stop_before_start(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT while the watcher is still being set up: nothing was emitted, exit 0 as promised."""
+    raise SystemExit(EXIT_OK)
+
+
 def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     import asyncio
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the app installs its own handlers once it runs
+        signal.signal(sig, _stop_before_start)
 
     from ringtrace.service import assemble
     from ringtrace.webconfig import WebConfigError
