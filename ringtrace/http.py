@@ -126,7 +126,7 @@ class _Conn(web.RequestHandler):
             return
         self._rt_early.append(data)
         if sum(map(len, self._rt_early)) > EARLY_BYTES:
-            self.abort()
+            self.rt_abort()
 
     def eof_received(self) -> None:
         if self._rt_serving:
@@ -146,12 +146,12 @@ class _Conn(web.RequestHandler):
 
     # -- ours -------------------------------------------------------------------------------
 
-    def abort(self) -> None:
+    def rt_abort(self) -> None:
         """Close the connection now (no TLS close_notify, unsent data dropped)."""
         if self._rt_link is not None:
             cast(asyncio.Transport, self._rt_link).abort()
 
-    def close(self) -> None:
+    def rt_close(self) -> None:
         """Close the connection after what was written is sent (an idle connection has nothing pending)."""
         if self._rt_link is not None:
             self._rt_link.close()
@@ -176,7 +176,7 @@ class _Conn(web.RequestHandler):
     def _rt_expire(self) -> None:
         if not self.busy and not self._rt_gone:
             log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.idle_timeout)
-            self.close()
+            self.rt_close()
 
     def _rt_begin(self, transport: asyncio.BaseTransport) -> None:
         self._rt_serving = True
@@ -300,7 +300,7 @@ class MetricsServer:
             return
         server.close()
         for conn in list(self._conns):
-            conn.abort()
+            conn.rt_abort()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await server.wait_closed()
@@ -321,7 +321,7 @@ class MetricsServer:
                 # keep-alive connections first (their client reconnects at no loss), then the oldest
                 victim = min(idle, key=lambda c: (c.served == 0, c.idle_since))
                 self._conns.pop(victim, None)
-                victim.close()
+                victim.rt_close()
                 self.evicted += 1
             else:
                 self.refused += 1
@@ -367,7 +367,7 @@ class MetricsServer:
             except TimeoutError:
                 log.debug("a metrics client did not read its response within %.0fs", self.request_timeout)
                 if conn is not None:
-                    conn.abort()
+                    conn.rt_abort()
             return resp
         finally:
             if conn is not None:
