@@ -232,3 +232,55 @@ def test_deleted_files_are_forgotten(tmp_path: Path, agents: list[Agent]) -> Non
     code, _ = a.stop()
     assert code == 0
     assert len(events(ev)) == 300  # each run once; a deletion after the finish emits nothing
+
+
+def test_a_file_it_may_not_read_is_logged_and_counted(tmp_path: Path, agents: list[Agent]) -> None:
+    require(shutil.which("setpriv") is not None, "setpriv not installed (util-linux)")
+    probe = subprocess.run([*NO_DAC, "true"], capture_output=True)
+    require(probe.returncode == 0, f"cannot drop capabilities here: {probe.stderr.decode().strip()}")
+    root = tmp_path / "tree"
+    locked = put_run(root, "locked")
+    os.chown(locked, 65534, 65534)
+    os.chmod(locked, 0o600)
+    put_run(root, "open")
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev, prefix=NO_DAC)
+    agents.append(a)
+    wait_for(lambda: len(events(ev)) == 1 and (a.metric("ringtrace_read_errors_total") or 0) >= 1,
+             what="the readable run and the read error counted")
+    assert f"{locked}: cannot read" in a.stderr()
+    os.chmod(locked, 0o644)  # readable again: read at the next rescan
+    wait_for(lambda: len(events(ev)) == 2, what="the unlocked run")
+    code, _ = a.stop()
+    assert code == 0
+
+
+def test_a_file_replaced_by_a_directory(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    path = put_run(root, "run", NESTED)
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev)
+    agents.append(a)
+    wait_for(lambda: len(events(ev)) == 1, what="the run")
+    path.unlink()
+    path.mkdir()
+    put_run(root, "next")
+    wait_for(lambda: len(events(ev)) == 2, what="the next run")
+    assert a.proc.poll() is None and a.ready()
+    code, _ = a.stop()
+    assert code == 0
+
+
+def test_sigterm_in_the_middle_of_a_backlog(tmp_path: Path, agents: list[Agent]) -> None:
+    root = tmp_path / "tree"
+    for i in range(300):
+        put_run(root, f"run{i:03d}", NESTED)
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev, "--state-dir", str(tmp_path / "state"))
+    agents.append(a)
+    wait_for(lambda: len(events(ev)) >= 3, what="the backlog to be read")
+    code, took = a.stop()
+    print(f"SIGTERM mid-backlog: exit {code} after {took:.2f} s, {len(events(ev))} of 300 runs emitted")
+    assert code == 0 and took < 5.0
+    assert 3 <= len(events(ev)) < 300
+    assert len({e["labels"]["run"] for e in events(ev)}) == len(events(ev))
