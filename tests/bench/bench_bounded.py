@@ -140,6 +140,46 @@ def live_latency(tree: Path, tmp: Path, appends: int) -> tuple[float, float, int
     return statistics.median(lat), lat[int(0.99 * (len(lat) - 1))], unread, n_backlog
 
 
+def slice_reads(path: Path, repeat: int = 3) -> tuple[float, float]:
+    """Seconds per 1 MiB slice: the app's aiofiles path (open, seek, read, close: each a hop to the
+    reader thread) against one hop doing os.open + pread + close, over the whole file; best of ``repeat``."""
+    import aiofiles
+
+    from ringtrace.tail.follower import SLICE
+
+    size = path.stat().st_size
+    offsets = range(0, size, SLICE)
+
+    async def via_aiofiles(pool: object) -> float:
+        t = time.perf_counter()
+        for off in offsets:
+            async with aiofiles.open(path, "rb", buffering=0, executor=pool) as fh:
+                await fh.seek(off)
+                await fh.read(SLICE)
+        return (time.perf_counter() - t) / len(offsets)
+
+    def pread(off: int) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, SLICE, off)
+        finally:
+            os.close(fd)
+
+    async def one_hop(pool: object) -> float:
+        loop = asyncio.get_running_loop()
+        t = time.perf_counter()
+        for off in offsets:
+            await loop.run_in_executor(pool, pread, off)  # type: ignore[arg-type]
+        return (time.perf_counter() - t) / len(offsets)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        a = min(asyncio.run(via_aiofiles(pool)) for _ in range(repeat))
+        b = min(asyncio.run(one_hop(pool)) for _ in range(repeat))
+    return a, b
+
+
 def pct(xs: list[float]) -> tuple[float, float]:
     xs = sorted(xs)
     return statistics.median(xs), xs[int(0.99 * (len(xs) - 1))]
@@ -219,6 +259,9 @@ def main() -> None:
         big = tmp / "big" / "run" / "scope_stats"
         big.mkdir(parents=True)
         generate_bytes(args.big_mb << 20)(big / "scope_stats.jsonl")
+        a, b = slice_reads(big / "scope_stats.jsonl")
+        rows.append(f"| reading one 1 MiB slice: aiofiles (open, seek, read, close) | {1000 * a:.3f} ms | "
+                    f"{1000 * b:.3f} ms (one hop: os.open + pread) | {a / b:.2f} |")
         rows += memory_rows(tmp / "big", tmp, f"{args.big_mb} MB file", rx.grpc_endpoint)
         shutil.rmtree(tmp / "big")
         tree = backlog(tmp / "backlog", args.runs)
