@@ -300,8 +300,10 @@ def _half_headers(port: int, n: int) -> list[socket.socket]:
 
 
 def test_100_half_header_connections_do_not_starve_scrapes(server: MetricsServer) -> None:
+    threads = threading.active_count()
     socks = _half_headers(server.port, 100)
     try:
+        assert threading.active_count() < threads + 50  # no thread per connection
         status, _, body = get(server.port, "/metrics")
         assert status == 200 and b"ringtrace_build_info" in body
         assert get(server.port, "/healthz")[0] == 200
