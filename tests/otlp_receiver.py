@@ -39,6 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -108,8 +112,9 @@ class Received:
 
 @dataclass(frozen=True)
 class Fault:
-    """One request's answer: refused with ``grpc_code`` / ``http_status`` (nothing stored), or, with
-    ``reject`` > 0, accepted as a partial success that rejects that many spans."""
+    """One request's answer: refused with ``grpc_code`` / ``http_status`` (nothing stored; ``retry_after``
+    as HTTP ``Retry-After`` or a gRPC ``google.rpc.RetryInfo``), or, with ``reject`` > 0, accepted as a
+    partial success that rejects that many spans."""
 
     grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
     http_status: int = 503
@@ -132,6 +137,12 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         headers = {k: v if isinstance(v, str) else v.decode(errors="replace") for k, v in context.invocation_metadata()}
         fault, trip = self.rx._admit("grpc", headers, request)
         if fault is not None and not fault.reject:
+            if fault.retry_after is not None:  # google.rpc.RetryInfo in the status details, as a collector sends
+                delay = Duration(seconds=int(fault.retry_after), nanos=round(fault.retry_after % 1 * 1e9))
+                detail = AnyMessage()
+                detail.Pack(RetryInfo(retry_delay=delay))
+                status = Status(code=fault.grpc_code.value[0], message="test receiver refuses", details=[detail])
+                context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
             context.abort(fault.grpc_code, "test receiver refuses")
         if trip:  # go down once this answer is out (so it is not lost with the connection)
             context.add_callback(self.rx._stop_in_background)

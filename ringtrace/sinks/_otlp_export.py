@@ -10,7 +10,8 @@
   bytes go out as they are) on a ``grpc`` channel; HTTP is a ``POST`` with ``Content-Type:
   application/x-protobuf`` on one kept-alive ``http.client`` connection.  ``send`` never raises:
   it answers an :class:`Attempt` (delivered, or failed and whether a retry may help, following
-  the OTLP specification's retryable codes).  ``abort`` cuts a request in flight (shutdown).
+  the OTLP specification's retryable codes, with the receiver's ``Retry-After`` / gRPC ``RetryInfo``).
+  ``abort`` cuts a request in flight (shutdown).
 * **The one retry layer** (:class:`Exporter`): exponential backoff with jitter, capped per batch
   (``RetryPolicy.max_elapsed``) and never past the caller's deadline; non-retryable answers fail
   at once.  Injectable ``clock``/``sleep``/``uniform`` make it testable without waiting.
@@ -25,7 +26,7 @@ import math
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from typing import Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
@@ -186,6 +187,60 @@ def _partial(body: bytes) -> Attempt:
     return Attempt(True, reason=resp.partial_success.error_message, rejected=max(0, rejected))
 
 
+def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value) of a protobuf message: varints as ints, length-delimited as bytes."""
+    i, n = 0, len(buf)
+
+    def varint() -> int:
+        nonlocal i
+        out = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            out |= (b & 0x7F) << shift
+            if b < 0x80:
+                return out
+            shift += 7
+
+    while i < n:
+        key = varint()
+        wire = key & 7
+        if wire == 0:
+            yield key >> 3, varint()
+        elif wire == 2:
+            size = varint()
+            yield key >> 3, buf[i:i + size]
+            i += size
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire}")
+
+
+def grpc_retry_delay(status_details: bytes) -> float | None:
+    """The ``google.rpc.RetryInfo`` delay in a ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``
+    whose ``details`` are ``Any`` messages), which the OTLP specification asks clients to honour."""
+
+    def sub(fields: dict[int, int | bytes], num: int) -> bytes:
+        v = fields.get(num, b"")
+        return v if isinstance(v, bytes) else b""
+
+    try:
+        for num, detail in _fields(status_details):
+            if num != 3 or not isinstance(detail, bytes):
+                continue
+            anything = dict(_fields(detail))
+            if sub(anything, 1) != b"type.googleapis.com/google.rpc.RetryInfo":
+                continue
+            delay = dict(_fields(sub(dict(_fields(sub(anything, 2))), 1)))
+            seconds, nanos = delay.get(1, 0), delay.get(2, 0)
+            if isinstance(seconds, int) and isinstance(nanos, int):
+                return max(0.0, seconds + nanos / 1e9)
+    except (IndexError, ValueError):  # not a Status: no delay
+        return None
+    return None
+
+
 class Transport(Protocol):
     def send(self, payload: bytes, timeout: float) -> Attempt: ...
 
@@ -235,7 +290,11 @@ class GrpcTransport:
                     if not self._aborted:
                         self.channel.close()
                         self._open()
-            return Attempt(False, code in RETRYABLE_GRPC, f"{code.name}: {details}")
+            trailers: Iterable[tuple[str, str | bytes]] = (
+                (err.trailing_metadata() or ()) if isinstance(err, grpc.Call) else ())
+            detail = next((v for k, v in trailers if k == "grpc-status-details-bin"), None)
+            return Attempt(False, code in RETRYABLE_GRPC, f"{code.name}: {details}",
+                           retry_after=grpc_retry_delay(detail) if isinstance(detail, bytes) else None)
         except Exception as err:  # grpc raises ValueError on a closed channel
             return Attempt(False, not self._aborted, f"{type(err).__name__}: {err}")
         return _partial(answer) if isinstance(answer, bytes) else Attempt(True)

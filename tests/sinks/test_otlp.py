@@ -602,16 +602,19 @@ def test_retryable_answers_are_retried(rx: OtlpReceiver, protocol: Protocol, cod
     assert (sink.spans_exported, sink.spans_failed) == (kept_spans(col), 0) == (rx.span_count, 0)
 
 
-def test_retry_after_lengthens_the_wait_but_not_past_the_cap(rx: OtlpReceiver) -> None:
-    rx.script([Fault(http_status=429, retry_after=3.0), Fault(http_status=503, retry_after=60.0)])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retry_after_lengthens_the_wait_but_not_past_the_cap(rx: OtlpReceiver, protocol: Protocol) -> None:
+    """HTTP ``Retry-After`` / gRPC ``RetryInfo`` (status details): waited for, unless it passes the cap."""
+    rx.script([Fault(grpc.StatusCode.RESOURCE_EXHAUSTED, 429, retry_after=3.25),
+               Fault(grpc.StatusCode.UNAVAILABLE, 503, retry_after=60.0)])
     fake = FakeTime()
-    sink = make_sink(rx, "http/protobuf", sleep=fake.sleep, clock=fake.clock, retry=NO_JITTER)
+    sink = make_sink(rx, protocol, sleep=fake.sleep, clock=fake.clock, retry=NO_JITTER)
     try:
         col = convert([FLOW], sink)
     finally:
         sink.close()
     # 3 s as asked; then 60 s would pass the 10 s cap: the batch fails instead of waiting
-    assert fake.sleeps == [3.0] and (sink.spans_failed, sink.spans_exported) == (kept_spans(col), 0)
+    assert fake.sleeps == [3.25] and (sink.spans_failed, sink.spans_exported) == (kept_spans(col), 0)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
