@@ -186,14 +186,12 @@ class Pairer:
                 self._request(ring, b, e, h2, d2)
             if stack and stack[-1].ring == ring_no:  # nested on its parent's ring: see _nested
                 p = stack[-1]
-                st = nest[p.depth]
-                if st is None or st[0] is not p:
-                    own = p if b.task_window_end > p.task_window_end else None  # the parent allocated first
-                    nest[p.depth] = [p, e, own]
-                    if own is None or not ring.nested:
-                        self._nested(ring, None, b, e, t2, h2, d2)
-                elif st[2] is None:
-                    self._nested(ring, st, b, e, t2, h2, d2)
+                if b.task_window_end == p.task_window_end:  # the parent had allocated nothing when it began
+                    self._nested(ring, p, None, b, e, t2, h2, d2)
+                else:  # else the parent allocated first and holds all of it (nothing to do), unless known not to
+                    st = nest[p.depth]
+                    if st is not None and st[0] is p and st[2] is None:
+                        self._nested(ring, p, st, b, e, t2, h2, d2)
             elif ring.nested:  # the outermost scope on a ring with nesting
                 st = nest[depth]
                 if st is not None and st[0] is b:
@@ -222,19 +220,21 @@ class Pairer:
         m = ring.maxima
         m[9], m[10], m[11] = max(m[9], t), max(m[10], h), max(m[11], d)
 
-    def _nested(self, ring: _Ring, st: list[Record | None] | None, b: Record, e: Record, t: int, h: int,
-                d: int) -> None:
-        """Scope ``b``..``e`` closed inside the open scope on top of the stack, on the same ring, and that
-        parent has no own allocation known (else the parent's pin covers this one).
+    def _nested(self, ring: _Ring, p: Record, st: list[Record | None] | None, b: Record, e: Record, t: int,
+                h: int, d: int) -> None:
+        """Scope ``b``..``e`` closed inside ``p`` on the same ring, and ``p`` had no own allocation when
+        its first nested scope began (else ``p`` holds everything from its first block: nothing to do).
 
-        ``st`` is the parent's entry when this is not its first nested scope to close: did the parent
-        allocate between the previous one and this one?
+        ``st`` is ``p``'s entry when this is not its first nested scope: did ``p`` allocate between the
+        previous one and this one?  The scope itself pins what it held (the parent does not cover it).
         """
-        if not ring.nested:  # the first nesting on this ring: every scope so far held all it allocated
+        if not ring.nested:  # the first such nesting on this ring: every scope so far held all it allocated
             ring.nested = True
             m = ring.maxima
             m[9], m[10], m[11] = max(m[2], 0), max(m[5], 0), max(m[8], 0)
-        if st is not None:
+        if st is None:
+            self._nest[p.depth] = [p, e, None]
+        else:
             acc = st[1]
             if acc is not None and b.task_window_end > acc.task_window_end:
                 st[2] = acc
