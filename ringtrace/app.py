@@ -134,6 +134,7 @@ class App:
         return await asyncio.get_running_loop().run_in_executor(self._sink_pool, fn, *args)
 
     def stop(self) -> None:
+        self.ready = False  # /readyz says 503 from the signal on
         self._stopping.set()
         self._wake.set()
 

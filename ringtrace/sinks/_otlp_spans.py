@@ -4,7 +4,9 @@
   absolute, its generation and ``seen_at`` in microseconds; a span id is blake2b (8 bytes) of
   the identity and the span's begin line (0 for the root).  Converting the same unchanged file
   twice gives the same ids, so backends deduplicate a re-send; a run that rewrites the file
-  (new mtime or generation) gets a new trace instead of colliding with the old one.
+  (new mtime or generation) gets a new trace instead of colliding with the old one.  ``watch``
+  uses the run's key instead (``RunFinished.key``: path + file identity at the finish), so a
+  run read again after a restart keeps its ids although it was first seen at another time.
 * **Time.**  Records carry no timestamps: ``t(line) = seen_at + line x tick`` (``seen_at`` is
   when the file was first seen, or its mtime for ``convert``; the current wall time when
   unknown).  A scope spans ``t(begin_line)`` .. ``t(end_line)``; the root and wedged scopes end

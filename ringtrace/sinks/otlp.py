@@ -315,7 +315,8 @@ class OtlpSink:
                 if self._current is job:
                     self._count(job, 0, job.left, at_shutdown=True)
             return
-        ids = RunIds(fin.source.path, fin.source.generation, st.seen_at)
+        # a run's key (path + file identity) names it across restarts: re-sent spans keep their ids
+        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, st.seen_at)
         spans = build_spans(fin, job.selection, ids, TimeAxis(st.seen_at, self.tick), self.tick,
                             self.max_spans, st.last_line)
         for i in range(0, len(spans), self.batch_size):
