@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ringtrace.diagnose import fmt_amount
-from ringtrace.records import RESOURCES, Advice, Basis, Labels, Meta, Peak, RunAdvice, RunSummary
+from ringtrace.records import RESOURCES, Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary
 
 DEFAULT_HEADROOM = 0.1
 KIB = 1024
@@ -42,11 +42,32 @@ CONFIG_KEY = {"task_window": "ring_task_window", "heap": "ring_heap", "dep_pool"
 
 
 class RunFacts(msgspec.Struct, frozen=True):
-    """What advise needs of one finished run: where it sits and its summary."""
+    """What advise needs of one finished run: where it sits, its summary and its host log if matched."""
 
     path: str
     labels: Labels
     summary: RunSummary
+    host_log: HostLog | None = None
+
+
+_DEADLOCK_RESOURCE = {"heap": "heap", "task_window": "task_window", "scope": "task_window", "dep_pool": "dep_pool"}
+
+
+def logged_short(run: RunFacts) -> tuple[int, str, int] | None:
+    """(ring, resource, least need) when the host log's deadlock report names what was short."""
+    dl = run.host_log.deadlock if run.host_log is not None else None
+    s = run.summary
+    if dl is None or dl.kind not in _DEADLOCK_RESOURCE or s.meta is None:
+        return None
+    ring = dl.ring if dl.ring is not None else (s.wedged[-1].ring if s.wedged else None)
+    if ring is None:
+        return None
+    r = _DEADLOCK_RESOURCE[dl.kind]
+    cap = s.meta.capacity(r, ring)
+    need = (cap + 1) if cap is not None else 0  # it did not fit in this capacity
+    if r == "heap" and dl.requested_bytes:
+        need = max(need, dl.requested_bytes + 1)  # strictly more free bytes than the request
+    return (ring, r, need) if need else None
 
 
 # -- rounding to what the runtime accepts ------------------------------------------------------
@@ -173,6 +194,12 @@ def _pools(runs: Sequence[RunFacts]) -> tuple[dict[tuple[int, str], _Pool], Wedg
                 pool.lower_why = f"one task asked for {fmt(p.resource, p.request)}"
     for run in runs:  # wedges: which capacities failed, and when the failure is pinned on one resource
         s = run.summary
+        logged = logged_short(run)
+        if logged is not None and (logged[0], logged[1]) in pools:
+            pool = pools[(logged[0], logged[1])]
+            if logged[2] > pool.lower_need:
+                pool.lower, pool.lower_need = accept(logged[1], logged[2]), logged[2]
+                pool.lower_why = f"the host log's deadlock report names ring {logged[0]}'s {logged[1]}"
         if not s.wedged or s.meta is None or (s.meta.dropped > 0):
             continue
         ring = s.wedged[-1].ring
@@ -271,7 +298,10 @@ def _plan_ring(c: _Ctx) -> list[Advice]:
         elif r in suspects:
             block = p.request if p.request else (max(p.pinned, 1) // max(c.peaks["task_window"].pinned, 1)
                                                  if "task_window" in c.peaks and r == "heap" else 1)
-            nxt = accept(r, max(cap, _est(pool) * (1 + c.headroom)) * (1 + c.headroom) + block)
+            if pool.lower_need > cap:  # proven short by more than this run had: aim at the proven need
+                nxt = max(accept(r, pool.lower_need * (1 + c.headroom)), pool.lower or 0)
+            else:
+                nxt = accept(r, max(cap, _est(pool) * (1 + c.headroom)) * (1 + c.headroom) + block)
             out.append(_advice(c, r, f"ring {c.ring} wedged in {inner.site} (line {inner.line}) at {fmt(r, cap)}, "
                                      f"which the need of about {_note(r, pool)} fills: measure at {fmt(r, nxt)} "
                                      "(above the need plus headroom, so the next run can complete)",
@@ -285,6 +315,9 @@ def _plan_ring(c: _Ctx) -> list[Advice]:
 
 def _suspects(c: _Ctx) -> set[str]:
     """Resources of a wedged ring that the estimated need fills (none: the records cannot tell)."""
+    logged = logged_short(c.run)
+    if logged is not None and logged[0] == c.ring and logged[1] in c.peaks:
+        return {logged[1]}  # the runtime said which one
     fill = {r: need_from_held(r, max(p.pinned, p.open_pinned)) / p.capacity
             for r, p in c.peaks.items() if p.capacity}
     return {r for r, f in fill.items() if f >= 1 / (1 + c.headroom) ** 2}
@@ -427,9 +460,9 @@ def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) ->
 
 
 def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = "",
-           labels: Labels | None = None) -> RunAdvice:
+           labels: Labels | None = None, host_log: HostLog | None = None) -> RunAdvice:
     """Advice for one run on its own."""
-    return advise_runs([RunFacts(path, labels or Labels(), summary)], headroom)[0]
+    return advise_runs([RunFacts(path, labels or Labels(), summary, host_log)], headroom)[0]
 
 
 def snippet(key: str, value: int | tuple[int, ...]) -> str:

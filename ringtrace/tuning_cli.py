@@ -32,6 +32,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json"), help="table (default) or json")
     p.add_argument("--details", action="store_true", default=None,
                    help="with several sources: details for every source, not only those with problems")
+    p.add_argument("--host-log", action="append", dest="host_logs", default=[], metavar="FILE",
+                   help="the runtime's host log of a run (repeatable, globs allowed): its deadlock report says "
+                        "which resource was short")
     p = sub.add_parser("diff", parents=[common],
                        help="what changed between two runs (files or trees matched by labels)")
     p.add_argument("paths", nargs=2, metavar="PATH", help="A (before) and B (after): files or directories")
@@ -41,7 +44,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
-    return [RunFacts(f.source.path, f.source.labels, f.summary) for f in fins]
+    return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log) for f in fins]
 
 
 def cmd_advise(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
@@ -51,8 +54,8 @@ def cmd_advise(args: argparse.Namespace, cfg: Config, out: Console, err: Console
     if not 0 <= headroom <= 10:
         cli._err(err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
-    summary, ok = cli._read(args.paths, cfg, [], err)
-    fins = summary.finished
+    summary, ok = cli._read(args.paths, cfg, [], err, args.host_logs)
+    fins = [f for f in summary.finished if f.source.path]  # a host log without records has nothing to size
     advice = advise_runs(facts(fins), headroom)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(advise_json(fins, advice), indent=1) + "\n")

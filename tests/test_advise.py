@@ -420,3 +420,19 @@ def table() -> str:
 
 if __name__ == "__main__":
     print(table())
+
+
+def test_a_host_logs_deadlock_report_proves_the_short_resource(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    case = Path(__file__).parent / "golden" / "hostlog_real_heap" / "input"
+    monkeypatch.chdir(case)
+    requested = int(next(line for line in (case / "host.log").read_text().splitlines()
+                         if "Requested:" in line).split("Requested:")[1].split()[0])
+    _, alone = _json(capsys, ".")
+    _, logged = _json(capsys, "--host-log", "host.log", ".")
+    heap = next(a for a in logged["files"][0]["advice"] if a["resource"] == "heap")
+    assert next(a for a in alone["files"][0]["advice"] if a["resource"] == "heap")["lower_bound"] is None
+    assert heap["lower_bound"] == accept("heap", requested + 1) > heap["capacity"]
+    assert "host log" in heap["reason"] and heap["measure_next"] >= heap["lower_bound"]
+    # the log names the heap: the ring's other resources are not suspects
+    assert all(a["measure_next"] == a["capacity"] for a in logged["files"][0]["advice"] if a["resource"] != "heap")
