@@ -81,7 +81,7 @@ class _RunState:
         key = (_clean(lab.run), _clean(lab.rank), _clean(lab.dispatch))
         if self.final is not None:
             s = self.final.summary
-            return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason)
+            return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason, self.final)
         return RunView(key, self.source, self.live, self.live.open_scopes, self.updated_at, "")
 
 
@@ -98,6 +98,7 @@ class RunView:
     open_scopes: int
     updated_at: float
     reason: str  # finish reason, "" while the run is open
+    final: RunFinished | None = None  # the finished run (advice, host log), None while open
 
 
 @dataclass(slots=True)
@@ -482,6 +483,12 @@ def run_families(views: Iterable[RunView]) -> list[Metric]:
                   labels=RUN_LABELS)
     info = fam("ringtrace_run_info", "The run's file: path, program, schema version, finish reason; always 1.",
                ("path", "program", "version", "reason"), RUN_LABELS)
+    recommended = fam("ringtrace_ring_recommended_capacity", "Capacity `ringtrace advise` recommends for a ring "
+                      "resource from a finished run (absent where only a measurement run can tell).", ("resource",))
+    measure_next = fam("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the "
+                       "records cannot size the ring yet (oversized or wedged runs).", ("resource",))
+    failed = fam("ringtrace_run_failed", "1 when the run's host log reports a failure: its orch_error_code (or the "
+                 "scheduler's fatal code) and its name (error).", ("code", "error"), RUN_LABELS)
 
     for v in sorted(views, key=lambda v: v.labels):
         lab = list(v.labels)
@@ -521,6 +528,18 @@ def run_families(views: Iterable[RunView]) -> list[Metric]:
             w = s.wedged[-1]
             inner_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
         updated.add_metric(lab, v.updated_at)
+        fin = v.final
+        if fin is not None and fin.advice is not None:
+            for a in fin.advice.advice:
+                if a.recommended is not None:
+                    recommended.add_metric([*lab, str(a.ring), a.resource], a.recommended)
+                elif a.measure_next is not None:
+                    measure_next.add_metric([*lab, str(a.ring), a.resource], a.measure_next)
+        log = fin.host_log if fin is not None else None
+        if log is not None:
+            code = log.orch_error_code if log.orch_error_code is not None else log.fatal_code
+            if code is not None:
+                failed.add_metric([*lab, str(code), log.error_name or ""], 1)
         info.add_metric([*lab, _clean(v.source.path), _clean(v.source.labels.program),
                          str(s.meta.version) if s.meta else "", v.reason], 1)
     return list(fams.values())

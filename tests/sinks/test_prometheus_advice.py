@@ -1,0 +1,38 @@
+"""Advice and host-log facts of a finished run on /metrics: recommended and measure-next capacities,
+``ringtrace_run_failed{code,error}``; absent while the run is open or where nothing is known."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ringtrace.records import Advice, HostLog, RunAdvice, RunFinished, Source
+from ringtrace.sinks.prometheus import PrometheusSink
+from tests.sinks.test_prometheus import FLOW, PAGED, Clock, events_of, one, pick, series
+from tests.sinks.test_prometheus_cache import same_as_fresh
+
+
+def feed(sink: PrometheusSink, path: str, data: bytes, run: str, **final: object) -> None:
+    from ringtrace.records import Labels
+
+    for ev in events_of(data, Source(path, Labels(run=run)), 1 << 20):
+        if isinstance(ev, RunFinished):
+            ev = msgspec.structs.replace(ev, **final)  # type: ignore[arg-type]
+        sink.receive(ev)
+
+
+def test_recommended_and_measure_next_capacities_and_a_failed_run() -> None:
+    sink = PrometheusSink(clock=Clock())
+    advice = RunAdvice(advice=(
+        Advice(1, "heap", 1 << 20, None, 1 << 20, 700_000, 788_480, "tight", "tight run"),
+        Advice(3, "task_window", 16384, None, 16384, None, None, "oversized", "tail never moved",
+               measure_next=64)))
+    feed(sink, "/a/scope_stats/scope_stats.jsonl", PAGED.read_bytes(), "a", advice=advice)
+    log = HostLog("/b/host.log", orch_error_code=2, error_name="HEAP_RING_DEADLOCK")
+    feed(sink, "/b/scope_stats/scope_stats.jsonl", FLOW.read_bytes(), "b", host_log=log)
+    s = series(sink)
+    assert one(s, "ringtrace_ring_recommended_capacity", run="a", ring="1", resource="heap") == 788_480
+    assert not pick(s, "ringtrace_ring_recommended_capacity", ring="3")
+    assert one(s, "ringtrace_ring_measure_next_capacity", run="a", ring="3", resource="task_window") == 64
+    assert one(s, "ringtrace_run_failed", run="b", code="2", error="HEAP_RING_DEADLOCK") == 1
+    assert not pick(s, "ringtrace_run_failed", run="a")
+    same_as_fresh(sink)  # the cached lines carry them too, in both formats
