@@ -156,6 +156,9 @@ def overview() -> dict[str, Any]:
     lay.add(stat("Fatal runs", 'count(ringtrace_run_fatal{instance=~"$instance"} == 1) or vector(0)',
                  "Runs whose metadata says \"fatal\": true (alert RingtraceRunFatal).",
                  thresholds((None, "green"), (1, "red"))), 4, 4)
+    lay.add(stat("Failed runs (host log)", 'count(ringtrace_run_failed{instance=~"$instance"} == 1) or vector(0)',
+                 "Runs whose host log reports an orch_error_code (alert RingtraceRunFailed).",
+                 thresholds((None, "green"), (1, "red"))), 4, 4)
     lay.add(stat("Runs with dropped records",
                  'count(ringtrace_run_dropped_records{instance=~"$instance"} > 0) or vector(0)',
                  "Runs whose collector dropped records: their peaks are lower bounds.",
@@ -274,6 +277,25 @@ def run_dashboard() -> dict[str, Any]:
                            [target(f"{names[2]}{{{RUN_SEL}}} / {names[0]}", legend="rank {{rank}} ring {{ring}}")],
                            "Occupancy at each ring's latest boundary record, as a share of capacity.",
                            "percentunit", RATIO_STEPS), 14, 8)
+
+    lay.row("Sizing: configured vs recommended (ringtrace advise)")
+    for res, unit_sfx, unit, what in RESOURCES:
+        sel = f'{RUN_SEL}, resource="{res}"'
+        lay.add(table(f"{what}: configured vs recommended",
+                      [target(f"ringtrace_ring_{res}_capacity{unit_sfx}{{{RUN_SEL}}}", "A", instant=True, table=True),
+                       target(f"max without (resource) (ringtrace_ring_recommended_capacity{{{sel}}})", "B",
+                              instant=True, table=True),
+                       target(f"max without (resource) (ringtrace_ring_measure_next_capacity{{{sel}}})", "C",
+                              instant=True, table=True)],
+                      "Configured: the capacity on the file's metadata line.  Recommended: what `ringtrace advise` "
+                      "sizes from a finished run (with headroom, rounded as the runtime accepts).  Measure next: "
+                      "the capacity for the next measurement run where the records cannot size the ring yet.",
+                      [{"id": "merge", "options": {}},
+                       {"id": "organize", "options": {
+                           "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+                           "renameByName": {"Value #A": "configured", "Value #B": "recommended",
+                                            "Value #C": "measure next"}}}],
+                      unit), 8, 8)
 
     lay.row("Tensormap, wedged scopes, peak sites")
     lay.add(table("Tensormap per rank",

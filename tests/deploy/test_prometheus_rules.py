@@ -18,11 +18,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.diagnose import Thresholds
-from ringtrace.http import load_web_config
 from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
+from ringtrace.records import Advice, HostLog, RunAdvice
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
+from ringtrace.sinks.prometheus.server import load_web_config
 from tests._require import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,14 @@ def exposed_names() -> set[str]:
     sink.set_files_watched(1)
     files, _ = find_sources([str(ROOT / "tests" / "fixtures" / "samples")])
     read_files(files, FanOut([sink]), Thresholds())
+    # a run with a host log reporting a failure and one with advice (recommended and measure-next)
+    from tests.sinks.test_prometheus_advice import feed
+
+    data = files[0].read_bytes()
+    feed(sink, "/h/scope_stats/scope_stats.jsonl", data, "h", host_log=HostLog("/h/host.log", orch_error_code=2))
+    feed(sink, "/a/scope_stats/scope_stats.jsonl", data, "a", advice=RunAdvice(advice=(
+        Advice(1, "heap", 1024, None, 1024, 900, 1024, "tight", ""),
+        Advice(2, "heap", 1024, None, 1024, None, None, "oversized", "", measure_next=512))))
     names = {s.name for f in text_string_to_metric_families(generate_latest(sink.registry).decode())
              for s in f.samples}
     names.add("ringtrace_parse_errors_total")  # no sample file has a bad line; the family is declared
