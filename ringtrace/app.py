@@ -41,6 +41,7 @@ from ringtrace.records import RunFinished, SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.follower import SLICE, Follower
+from ringtrace.tail.hostlogs import HostLogFinder
 from ringtrace.tail.inotify import TreeWatcher
 from ringtrace.tail.tailer import Tailer
 
@@ -107,7 +108,8 @@ class App:
             if warning:
                 log.warning("%s", warning)
         # ``wants``: what RunProgress carries; by default what the sinks read (an ``on_batch`` observer may want more)
-        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants)
+        self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants,
+                             HostLogFinder(cfg.host_log_glob) if cfg.host_log_glob else None)
         self.ready = False
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)

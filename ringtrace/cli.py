@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, help="finish a run unchanged for this long (default 30)")
     p.add_argument("--state-dir", help="remember finished runs across restarts")
     p.add_argument("--events", metavar="FILE|-", help="write one JSON line per finished run")
+    p.add_argument("--host-log-glob", metavar="PATTERN",
+                   help="the runtime's host log, relative to each run's directory (e.g. '*.log'), read at its finish")
     p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, metavar="HOST:PORT",
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
@@ -259,7 +261,7 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         signal.signal(sig, _stop_before_start)
 
     from ringtrace.service import assemble
-    from ringtrace.webconfig import WebConfigError
+    from ringtrace.sinks.prometheus.webconfig import WebConfigError
 
     try:
         service = assemble(cfg, list(args.paths))
@@ -284,7 +286,7 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 
 def cmd_demo(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     from ringtrace.demo import run_demo
-    from ringtrace.webconfig import WebConfigError
+    from ringtrace.sinks.prometheus.webconfig import WebConfigError
 
     try:
         return run_demo(cfg, args.dir, args.pace, out, args.serve)

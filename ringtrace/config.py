@@ -47,6 +47,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     idle_timeout: float = 30.0
     state_dir: str = ""
     events: str = ""
+    host_log_glob: str = ""
     once: bool = False
     # prometheus
     metrics_addr: str = ""

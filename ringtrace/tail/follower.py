@@ -24,11 +24,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from ringtrace.diagnose import Thresholds
-from ringtrace.records import WANT_ALL, FinishReason, Labels, SinkEvent, Source, Wants
+from ringtrace.records import WANT_ALL, FinishReason, HostLog, Labels, SinkEvent, Source, Wants
 from ringtrace.run import Run
 
 SLICE = 1 << 20
@@ -54,12 +55,13 @@ class Follower:
     """State of one path.  ``run`` is None between runs (after one finished, before bytes change)."""
 
     def __init__(self, path: Path, labels: Labels, thresholds: Thresholds, generation: int = 0,
-                 wants: Wants = WANT_ALL) -> None:
+                 wants: Wants = WANT_ALL, find_log: Callable[[Path], HostLog | None] | None = None) -> None:
         self.path = path
         self.labels = labels
         self.thresholds = thresholds
         self.generation = generation
         self.wants = wants
+        self.find_log = find_log  # the run's host log, looked up when the run finishes (--host-log-glob)
         self.run: Run | None = None
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file being read
         self.offset = 0
@@ -110,6 +112,8 @@ class Follower:
             except OSError:
                 mtime_ns = 0
         self.finished_mtime = mtime_ns
+        if self.find_log is not None:
+            run.host_log = self.find_log(self.path)
         return run.finish(reason, self.run_key() if reason in ("complete", "idle", "eof") else "")
 
     def run_key(self) -> str:

@@ -21,12 +21,12 @@ import logging
 import os
 import stat
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import source_labels
-from ringtrace.records import WANT_ALL, FinishReason, SinkEvent, Wants
+from ringtrace.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.discover import Root, walk_errors
 from ringtrace.tail.follower import Follower
@@ -41,11 +41,13 @@ URGENT, BACKLOG = "urgent", "backlog"
 
 class Tailer:
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
-                 saved: state_mod.State | None = None, wants: Wants = WANT_ALL) -> None:
+                 saved: state_mod.State | None = None, wants: Wants = WANT_ALL,
+                 find_log: Callable[[Path], HostLog | None] | None = None) -> None:
         self.roots = [Root(r) for r in roots]
         self.thresholds = thresholds
         self.idle_timeout = idle_timeout
         self.wants = wants
+        self.find_log = find_log
         self.followers: dict[Path, Follower] = {}
         self._saved = dict(saved.files) if saved is not None else {}
         self._gone: OrderedDict[Path, int] = OrderedDict()
@@ -70,7 +72,8 @@ class Tailer:
     def _follower(self, path: Path) -> Follower:
         f = self.followers.get(path)
         if f is None:
-            f = Follower(path, source_labels(path), self.thresholds, self._gone.pop(path, 0), self.wants)
+            f = Follower(path, source_labels(path), self.thresholds, self._gone.pop(path, 0), self.wants,
+                         self.find_log)
             log.info("following %s", path)
             saved = self._saved.pop(str(path), None)
             if saved is not None:
