@@ -136,7 +136,6 @@ class Pairer:
         last = self._last
         tm_peak = self._tm_peak
         max_depth = self.max_depth
-        nest = self._nest
         scopes = 0
         for e in recs:
             ring_no = e.ring
@@ -148,8 +147,12 @@ class Pairer:
             if depth > max_depth:
                 max_depth = depth
             if e.phase == "begin":
-                if stack and stack[-1].depth >= depth:
-                    events.extend(self._abandon(depth, e.line))
+                if stack:
+                    top = stack[-1]
+                    if top.depth >= depth:
+                        events.extend(self._abandon(depth, e.line))
+                    elif e.task_window_end == top.task_window_end and top.ring == ring_no:
+                        self._mark(top)  # nested on its ring before it allocated anything: see _nested_end
                 push(e)
                 continue
             if stack:
@@ -184,24 +187,8 @@ class Pairer:
             m = ring.maxima
             if t2 == 1:
                 self._request(ring, b, e, h2, d2)
-            if stack and stack[-1].ring == ring_no:  # nested on its parent's ring: see _nested
-                p = stack[-1]
-                if b.task_window_end == p.task_window_end:  # the parent had allocated nothing when it began
-                    self._nested(ring, p, None, b, e, t2, h2, d2)
-                else:  # else the parent allocated first and holds all of it (nothing to do), unless known not to
-                    st = nest[p.depth]
-                    if st is not None and st[0] is p and st[2] is None:
-                        self._nested(ring, p, st, b, e, t2, h2, d2)
-            elif ring.nested:  # the outermost scope on a ring with nesting
-                st = nest[depth]
-                if st is not None and st[0] is b:
-                    nest[depth] = None
-                    if st[2] is not b:
-                        self._held_from_own(ring, st, e)
-                    elif t2 > m[9] or h2 > m[10] or d2 > m[11]:
-                        self._pin(ring, t2, h2, d2)
-                elif t2 > m[9] or h2 > m[10] or d2 > m[11]:
-                    self._pin(ring, t2, h2, d2)
+            if ring.nested:  # a ring where a scope nested before its parent allocated: see _nested_end
+                self._nested_end(ring, b, e, t2, h2, d2)
             ring.scopes += 1
             scopes += 1
             if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
@@ -220,28 +207,42 @@ class Pairer:
         m = ring.maxima
         m[9], m[10], m[11] = max(m[9], t), max(m[10], h), max(m[11], d)
 
-    def _nested(self, ring: _Ring, p: Record, st: list[Record | None] | None, b: Record, e: Record, t: int,
-                h: int, d: int) -> None:
-        """Scope ``b``..``e`` closed inside ``p`` on the same ring, and ``p`` had no own allocation when
-        its first nested scope began (else ``p`` holds everything from its first block: nothing to do).
-
-        ``st`` is ``p``'s entry when this is not its first nested scope: did ``p`` allocate between the
-        previous one and this one?  The scope itself pins what it held (the parent does not cover it).
-        """
-        if not ring.nested:  # the first such nesting on this ring: every scope so far held all it allocated
+    def _mark(self, p: Record) -> None:
+        """A scope begins nested in ``p`` on ``p``'s ring before ``p`` allocated anything: from now on the
+        ring's scopes are followed (:meth:`_nested_end`), and ``p`` is held from its own first block."""
+        try:
+            ring = self._rings[p.ring]
+        except KeyError:
+            ring = self._rings[p.ring] = _Ring(p)
+        if not ring.nested:  # every scope so far held all it allocated
             ring.nested = True
             m = ring.maxima
             m[9], m[10], m[11] = max(m[2], 0), max(m[5], 0), max(m[8], 0)
-        if st is None:
-            self._nest[p.depth] = [p, e, None]
-        else:
+        st = self._nest[p.depth]
+        if st is None or st[0] is not p:
+            self._nest[p.depth] = [p, p, None]
+
+    def _nested_end(self, ring: _Ring, b: Record, e: Record, t: int, h: int, d: int) -> None:
+        """Scope ``b``..``e`` closed on a ring where nesting is followed.
+
+        Inside a parent on the same ring that allocated first, the parent holds all of it (nothing to
+        do); inside a marked parent with no own block yet it pins what it held, and the parent learns
+        whether it allocated before this scope began.  An outermost scope pins from its own first block.
+        """
+        nest, stack = self._nest, self._stack
+        if stack and stack[-1].ring == b.ring:
+            p = stack[-1]
+            st = nest[p.depth]
+            if st is None or st[0] is not p or st[2] is not None:
+                return
             acc = st[1]
             if acc is not None and b.task_window_end > acc.task_window_end:
                 st[2] = acc
+                return
             st[1] = e
-        own = self._nest[b.depth]
+        own = nest[b.depth]
         if own is not None and own[0] is b:
-            self._nest[b.depth] = None
+            nest[b.depth] = None
             self._held_from_own(ring, own, e)
         else:
             self._pin(ring, t, h, d)
