@@ -20,9 +20,9 @@ from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.events import EventsSink
 
 if TYPE_CHECKING:
-    from ringtrace.http import MetricsServer
     from ringtrace.sinks.otlp import OtlpSink
     from ringtrace.sinks.prometheus import PrometheusSink
+    from ringtrace.sinks.prometheus.server import MetricsServer
 
 log = logging.getLogger("ringtrace")
 
@@ -116,7 +116,7 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     app = App(cfg, roots, fanout)
     server = None
     if prom is not None:
-        from ringtrace.http import MetricsServer
+        from ringtrace.sinks.prometheus.server import MetricsServer
 
         server = MetricsServer(cfg.metrics_addr, prom.render, ready=lambda: app.ready,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)

@@ -293,7 +293,7 @@ def test_every_finding_on_the_samples_names_its_site_ring_and_resource(path: Any
 def test_otlp_wedged_event_names_the_same_code_as_the_finding() -> None:
     """The innermost wedged span's event uses the run's wedged finding (here SCOPE_DEADLOCK through the
     scope's own usage, which ``likely_error`` without usage would call FLOW_CONTROL or nothing)."""
-    from ringtrace.sinks._otlp_spans import _wedged_event
+    from ringtrace.sinks.otlp._spans import _wedged_event
 
     lines = with_totals([rec("(unknown):0", "begin", 0), rec("l1", "begin", 1), rec("l2", "begin", 2),
                          rec("big", "begin", 3, tw=(0, 0)), rec("kid", "begin", 4, tw=(0, 3)),

@@ -28,12 +28,12 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.diagnose import Thresholds
-from ringtrace.http import MetricsServer, Render, parse_addr
 from ringtrace.layout import find_sources, source_labels
 from ringtrace.records import Source
 from ringtrace.run import Run
 from ringtrace.sinks.prometheus import PrometheusSink
-from ringtrace.webconfig import bcrypt_cost
+from ringtrace.sinks.prometheus.server import MetricsServer, Render, parse_addr
+from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
 from tests._require import require
 from tests._writer import wait_for
 

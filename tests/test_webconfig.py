@@ -11,8 +11,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from ringtrace.http import MetricsServer
-from ringtrace.webconfig import (
+from ringtrace.sinks.prometheus.server import MetricsServer
+from ringtrace.sinks.prometheus.webconfig import (
     BasicAuth,
     WebConfig,
     WebConfigError,

@@ -1,4 +1,4 @@
-"""Benchmark: scrape latency of the metrics server (aiohttp, ``ringtrace.http``) against the
+"""Benchmark: scrape latency of the metrics server (aiohttp, ``ringtrace.sinks.prometheus.server``) against the
 hand-written threaded server it replaced (``threaded_http.py``), in one run.
 
 Each server runs in a child process of its own (``--serve old|new``) over the same fixed
@@ -73,7 +73,7 @@ def serve(kind: str, copies: int) -> None:
         old.stop()
         return
 
-    from ringtrace.http import MetricsServer
+    from ringtrace.sinks.prometheus.server import MetricsServer
 
     async def main() -> None:
         srv = MetricsServer("127.0.0.1:0", sink.render)

@@ -48,9 +48,9 @@ from ringtrace.diagnose import Thresholds
 from ringtrace.readfiles import read_files
 from ringtrace.records import RunFinished, RunProgress, RunStarted, SinkEvent
 from ringtrace.sinks import FanOut
-from ringtrace.sinks._otlp_select import Budget
-from ringtrace.sinks._otlp_spans import RunIds, SpanData, TimeAxis, build_spans, to_readable
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
+from ringtrace.sinks.otlp._select import Budget
+from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans, to_readable
 from tests.otlp_receiver import Blackhole
 
 ROOT = Path(__file__).resolve().parents[2]

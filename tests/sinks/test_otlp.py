@@ -55,9 +55,10 @@ from ringtrace.records import (
     Usage,
 )
 from ringtrace.sinks import FanOut
-from ringtrace.sinks._otlp_export import Attempt, resolve
-from ringtrace.sinks._otlp_select import METRICS, Budget
-from ringtrace.sinks._otlp_spans import (
+from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_url
+from ringtrace.sinks.otlp._export import Attempt, resolve
+from ringtrace.sinks.otlp._select import METRICS, Budget
+from ringtrace.sinks.otlp._spans import (
     EncodedBatch,
     RunIds,
     SpanData,
@@ -66,7 +67,6 @@ from ringtrace.sinks._otlp_spans import (
     WireEncoder,
     build_spans,
 )
-from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_url
 from tests.conftest import SAMPLES, encode_lines, meta, rec
 from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls
 

@@ -42,9 +42,9 @@ from ringtrace.records import (
 )
 from ringtrace.run import Run
 from ringtrace.sinks import FanOut
-from ringtrace.sinks import _trace_writer as tw
-from ringtrace.sinks._trace_writer import ARG_NAMES, ProtoTrace
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, source_hash, trace_file_name
+from ringtrace.sinks.perfetto import _trace_writer as tw
+from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
 from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import encode_lines, meta, rec, with_totals
 

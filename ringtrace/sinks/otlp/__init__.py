@@ -1,7 +1,7 @@
 """The OpenTelemetry sink: every finished run becomes one trace, sent over OTLP (gRPC or HTTP/protobuf).
 
 Spans: a root span per run (the source) and one span per scope, its parent the enclosing scope
-(see :mod:`._otlp_spans` for ids, attributes and the time axis, :mod:`._otlp_select` for the
+(see :mod:`._spans` for ids, attributes and the time axis, :mod:`._select` for the
 ``max_spans`` policy).  Spans are sent when the run finishes (:class:`RunFinished`): the policy
 needs the run's final peaks, and a trace arrives whole.
 
@@ -12,7 +12,7 @@ at the end of a run, selects the kept scopes and hands the run to a queue bounde
 ``spans_dropped_queue_full`` (logged) - unless ``backpressure=True`` (``convert``: nothing else
 waits on that thread), then ``receive`` waits for room.  The sink's own worker thread builds
 the spans, encodes them in batches of ``batch_size`` and sends each batch's ready bytes
-(:mod:`._otlp_export`: a generic gRPC unary call or an HTTP POST, the standard
+(:mod:`._export`: a generic gRPC unary call or an HTTP POST, the standard
 ``OTEL_EXPORTER_OTLP_*`` settings, one retry layer with a cap per batch).
 
 No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``spans_failed``
@@ -49,7 +49,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from ringtrace.config import Config
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source
 
-from ._otlp_export import (
+from ._export import (
     Exporter,
     ExportSettings,
     RetryPolicy,
@@ -58,8 +58,8 @@ from ._otlp_export import (
     make_transport,
     resolve,
 )
-from ._otlp_select import Budget, Selection
-from ._otlp_spans import RunIds, TimeAxis, WireEncoder, build_spans
+from ._select import Budget, Selection
+from ._spans import RunIds, TimeAxis, WireEncoder, build_spans
 
 __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_traces_url"]
 

@@ -36,10 +36,10 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from ringtrace.diagnose import ORCH_ERRORS, likely_error
 from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope
+from ringtrace.sinks._varint import SMALL as _SMALL
+from ringtrace.sinks._varint import varint as _varint
 
-from ._otlp_select import METRICS, Selection
-from ._varint import SMALL as _SMALL
-from ._varint import varint as _varint
+from ._select import METRICS, Selection
 
 AttrValue = bool | int | float | str | tuple[int, ...] | tuple[str, ...]
 Attrs = list[tuple[str, AttrValue]]

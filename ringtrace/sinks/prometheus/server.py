@@ -5,7 +5,7 @@
   with a generic body and logs the error.
 * ``/healthz``: 200 while the process serves; ``/readyz``: 200 when ``ready()`` is true, else 503.
   Both answer without authentication (they tell nothing but "ok"), so probes need no secret.
-* ``--web-config FILE`` (:mod:`ringtrace.webconfig`): TLS, client certificates, bcrypt basic auth,
+* ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt basic auth,
   extra headers; edits and renewed certificates apply to new connections and requests.
 
 Hostile clients (the server is reachable from the network):
@@ -43,7 +43,7 @@ from typing import cast
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from ringtrace.webconfig import Active, BasicAuth, WebConfigError, WebSettings, load_web_config
+from ringtrace.sinks.prometheus.webconfig import Active, BasicAuth, WebConfigError, WebSettings, load_web_config
 
 __all__ = ["MetricsServer", "Render", "WebConfigError", "load_web_config", "parse_addr"]
 
