@@ -137,10 +137,13 @@ def one_phrase(ra: RunAdvice | None) -> str:
     grow = [a for a in ra.advice if a.recommended is not None and a.capacity and a.recommended > a.capacity]
     shrink = [a for a in ra.advice if a.shrink]
     measure = [a for a in ra.advice if a.recommended is None and a.measure_next is not None]
-    if measure:
-        a = max(measure, key=lambda x: (x.basis == "wedged", (x.measure_next or 0) / (x.capacity or 1)))
-        more = f" (+{len(measure) - 1})" if len(measure) > 1 else ""
+    raise_ = [a for a in measure if a.capacity and (a.measure_next or 0) > a.capacity]
+    if raise_:
+        a = max(raise_, key=lambda x: (x.basis == "wedged", (x.measure_next or 0) / (x.capacity or 1)))
+        more = f" (+{len(measure) - 1} more)" if len(measure) > 1 else ""
         return f"measure ring {a.ring} {a.resource} at {fmt(a.resource, a.measure_next)}{more}"
+    if measure:
+        return f"measure {len(measure)} smaller size(s)"
     if grow:
         a = max(grow, key=lambda x: (x.recommended or 0) / (x.capacity or 1))
         return f"raise ring {a.ring} {a.resource} to {fmt(a.resource, a.recommended)}"
