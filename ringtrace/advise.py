@@ -17,10 +17,14 @@ The facts this rests on (``scope-stats-format.md``, "Sizing facts", and the guid
 
 Files of the same program (labels: program or run name without its timestamp, rank, dispatch)
 given together pool their evidence: the smallest completed capacity bounds the need from above,
-failed capacities steer the next measurement (bisection between a failure and a success), and a
-wedge is pinned on one resource when the ring's other resources were at capacities that
-completed elsewhere (a proven ``lower_bound``).  Capacities are rounded to what the runtime
-accepts: task window a power of two, heap a multiple of 1 KiB, at least 4 for counts.
+and a wedge is pinned on one resource when the ring's other resources were at capacities that
+completed elsewhere (a proven ``lower_bound``), or when a host log's deadlock report names it.
+Measurements home in from both sides: shrinks of a ring are tried together, and once such a
+try wedged, one resource at a time with the others at completed sizes (so the next wedge proves
+which); a proven shortfall steps to the proven need plus headroom, under the completed size.
+An unexplained wedge (the records show nothing near a capacity) doubles the ring's resources.
+Capacities are rounded to what the runtime accepts: task window a power of two, heap a multiple
+of 1 KiB, at least 4 for counts.
 """
 
 from __future__ import annotations
@@ -87,15 +91,6 @@ def next_above(resource: str, n: int) -> int:
     return accept(resource, n + 1)
 
 
-def _between(resource: str, lo: int, hi: int) -> int:
-    """An accepted capacity in (lo, hi) near the middle (geometric for powers of two); ``hi`` if none."""
-    mid = math.sqrt(lo * hi) if resource == "task_window" else (lo + hi) / 2
-    c = accept(resource, mid)
-    if c <= lo:
-        c = next_above(resource, lo)
-    return min(c, hi)
-
-
 def need_from_held(resource: str, held: int) -> int:
     """The model's smallest capacity for ``held`` units live at once: one free slot in a window,
     one byte more than the blocks on a heap, exactly the entries in a dep pool."""
@@ -142,7 +137,6 @@ class _Pool:
         self.upper: int | None = None  # smallest completed capacity
         self.lower: int | None = None  # proven: no smaller accepted capacity completes
         self.lower_need = 0  # the proven need itself (before rounding to an accepted capacity)
-        self.failed: int | None = None  # largest capacity at which a run wedged on this ring (not proven)
         self.est_oversized = self.est_tight = self.est_any = 0
         self.lower_why = ""
 
@@ -209,7 +203,6 @@ def _pools(runs: Sequence[RunFacts]) -> tuple[dict[tuple[int, str], _Pool], Wedg
             if cap is None:
                 continue
             pool = pools[(ring, r)]
-            pool.failed = cap if pool.failed is None else max(pool.failed, cap)
             others_ok = all(c is not None and pools[(ring, o)].upper is not None
                             and c >= (pools[(ring, o)].upper or 0) for o, c in caps.items() if o != r)
             tm = s.meta.tensormap_max
