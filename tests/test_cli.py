@@ -356,8 +356,8 @@ def test_a_reader_that_stops_early_gets_exit_141_and_no_traceback(tmp_path: Path
 
     for i in range(30):  # enough table output to overflow the pipe before the reader goes away
         shutil.copytree(SAMPLES / "outputs", tmp_path / f"copy{i}")
-    proc = subprocess.Popen([sys.executable, "-m", "ringtrace", "summary", str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "ringtrace", "summary", "--details", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # --details: every table
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(100)
     proc.stdout.close()
