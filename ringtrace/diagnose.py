@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ringtrace.records import RESOURCES, Finding, HostLog, Meta, OpenScope, Peak, RunSummary, Usage
+from ringtrace.records import RESOURCES, Finding, HostLog, Meta, OpenScope, Peak, RunSummary, Usage, WedgeCause
 
 ORCH_ERRORS = {
     1: ("SCOPE_DEADLOCK", "split the scope, or raise ring_task_window"),
@@ -339,3 +339,42 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
     if confirmed is not None and log_code != code:  # the log's code wins; the records' fill was another resource's
         code, fill, resource = log_code, None, None
     return Finding("wedged", "error", text, inner.ring, resource, inner.site, code, fill, confirmed)
+
+
+def wedge_causes(s: RunSummary, findings: Sequence[Finding], th: Thresholds | None = None) -> tuple[WedgeCause, ...]:
+    """One :class:`WedgeCause` per wedged scope of ``s`` (outermost first).
+
+    The innermost takes the ``wedged`` finding's code, resource and fill (made with the same
+    thresholds and host log, so every exporter says what ``summary`` says); the others
+    :func:`likely_error` on their own ring.  Where nothing is full enough to blame, the fullest
+    resource of the ring is still named (code None).
+    """
+    th = th or Thresholds()
+    finding = next((f for f in findings if f.rule == "wedged"), None)
+    out: list[WedgeCause] = []
+    for i, w in enumerate(s.wedged):
+        inner = i == len(s.wedged) - 1
+        confirmed: bool | None = None
+        if inner and finding is not None and finding.code is not None:
+            code: int | None = finding.code
+            resource = finding.resource
+            fill = finding.fill or 0.0
+            confirmed = finding.confirmed
+            peak = next((p for p in s.peaks if p.ring == w.ring and p.resource == resource), None)
+            if resource is None and peak is None:  # the log named the code; say which resource was fullest
+                ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
+                peak = max(ring, key=lambda p: p.live_ratio or 0.0) if ring else None
+                resource = peak.resource if peak is not None else None
+                fill = (peak.live_ratio or 0.0) if peak is not None else 0.0
+        else:
+            code, peak, fill = likely_error(s, w, th)
+            resource = "tensormap" if code == 11 else peak.resource if peak is not None else None
+            if inner and finding is not None:
+                confirmed = finding.confirmed
+        if code != 11 and resource is None:
+            ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
+            if ring:
+                peak = max(ring, key=lambda p: p.live_ratio or 0.0)
+                resource, fill = peak.resource, peak.live_ratio or 0.0
+        out.append(WedgeCause(w.ring, resource, float(fill), code, confirmed))
+    return tuple(out)

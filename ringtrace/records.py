@@ -195,6 +195,12 @@ class RunSummary(msgspec.Struct, frozen=True):
         return m is not None and m.total is not None and self.records == m.total - m.dropped
 
 
+def empty_summary(meta: Meta | None) -> RunSummary:
+    """The summary of a run that has read no scope record yet (what ``Pairer(meta).summary()`` gives)."""
+    tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
+    return RunSummary(meta, 0, 0, 0, 0, 0, (), TensormapPeak(tm_cap, 0, "", 0), (), 0)
+
+
 class Abandoned(msgspec.Struct, frozen=True):
     """An open scope closed without its end (an unmatched begin), noticed at record ``line``."""
 
@@ -270,6 +276,22 @@ class RunProgress(msgspec.Struct, frozen=True):
 FinishReason = Literal["complete", "idle", "rewritten", "deleted", "shutdown", "eof"]
 
 
+class WedgeCause(msgspec.Struct, frozen=True):
+    """Why a run most likely stopped inside one open scope: diagnosed once (``diagnose.wedge_causes``,
+    with the configured thresholds and the host log) and read by every exporter.
+
+    ``resource`` is the one closest to capacity on the scope's ring at the last sample (``"tensormap"``
+    for code 11, None when the file has no capacities); ``code`` the likely orch_error_code (the host
+    log's for the innermost scope when it has one); ``confirmed`` as on the ``wedged`` finding.
+    """
+
+    ring: int
+    resource: str | None
+    fill: float
+    code: int | None = None
+    confirmed: bool | None = None
+
+
 class RunFinished(msgspec.Struct, frozen=True):
     """A run ended; ``summary.wedged`` lists the scopes that never closed."""
 
@@ -281,6 +303,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     host_log: HostLog | None = None  # the runtime's host log matched to this run (``source.path`` "" : log only)
     advice: RunAdvice | None = None  # ring sizing from this run alone (``ringtrace.advise``, default headroom)
     key: str = ""  # the run's identity across restarts (path + file identity at the finish); "" when unknown
+    wedge_causes: tuple[WedgeCause, ...] = ()  # one per ``summary.wedged`` scope, outermost first
 
 
 class RingSizes(msgspec.Struct, frozen=True):

@@ -11,7 +11,7 @@ from typing import cast
 
 from ringtrace.advise import advise
 from ringtrace.decode import Decoder, Item
-from ringtrace.diagnose import Thresholds, diagnose
+from ringtrace.diagnose import Thresholds, diagnose, wedge_causes
 from ringtrace.pair import Pairer
 from ringtrace.records import (
     WANT_ALL,
@@ -92,7 +92,7 @@ class Run:
                                     host_log=self.host_log,
                                     advice=advise(summary, path=self.source.path, labels=self.source.labels,
                                                   host_log=self.host_log),
-                                    key=key)
+                                    key=key, wedge_causes=wedge_causes(summary, findings, self.thresholds))
         out.append(self.finished)
         return out
 
