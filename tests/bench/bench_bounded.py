@@ -245,6 +245,19 @@ def served(tree: Path, n: int, scrapes: int) -> tuple[float, float, float]:
     return p50, p99, rss
 
 
+class Rows(list[str]):
+    """Rows printed as they are measured (a long run shows its figures as it goes)."""
+
+    def append(self, row: str) -> None:
+        print(row, flush=True)
+        super().append(row)
+
+    def __iadd__(self, rows: object) -> Rows:
+        for r in rows:  # type: ignore[attr-defined]
+            self.append(r)
+        return self
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--big-mb", type=int, default=500)
@@ -253,7 +266,9 @@ def main() -> None:
     ap.add_argument("--many-runs", type=int, default=10000)
     ap.add_argument("--appends", type=int, default=1000)
     args = ap.parse_args()
-    rows: list[str] = []
+    rows = Rows()
+    print("| figure | ringtrace watch | baseline | ratio |")
+    print("|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as d, OtlpReceiver(keep=False) as rx:
         tmp = Path(d)
         big = tmp / "big" / "run" / "scope_stats"
@@ -285,10 +300,6 @@ def main() -> None:
         m50, m99, mrss = served(many, args.many_runs, 10)
         rows.append(f"| {args.many_runs} tracked runs: watch service RSS; GET /metrics p50 / p99 | {mrss:.0f} MB; "
                     f"{1000 * m50:.0f} / {1000 * m99:.0f} ms | - | - |")
-    print("| figure | ringtrace watch | baseline | ratio |")
-    print("|---|---|---|---|")
-    for r in rows:
-        print(r)
 
 
 if __name__ == "__main__":
