@@ -296,7 +296,7 @@ def cmd_demo(args: argparse.Namespace, cfg: Config, out: Console, err: Console) 
 
 
 def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
-    from ringtrace.service import otlp_wanted
+    from ringtrace.service import otlp_sink, otlp_wanted
     from ringtrace.sinks.otlp import OtlpSink
     from ringtrace.sinks.perfetto import PerfettoSink
 
@@ -311,7 +311,7 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
             perfetto = PerfettoSink(Path(args.output), cfg.perfetto_format)
             sinks.append(perfetto)
         if otlp_wanted(cfg):
-            otlp = OtlpSink.from_config(cfg, backpressure=True, flush_timeout=120.0)
+            otlp = otlp_sink(cfg, backpressure=True, flush_timeout=120.0)
             sinks.append(otlp)
     except OSError as e:
         _err(err, f"cannot write {args.output}: {e.strerror or e}")

@@ -85,12 +85,22 @@ def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
         sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
         notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
     if otlp_wanted(cfg):
-        from ringtrace.sinks.otlp import OtlpSink
-
-        sinks.append(OtlpSink.from_config(cfg, flush_timeout=4.0))  # within the app's shutdown budget
+        sinks.append(otlp_sink(cfg, flush_timeout=4.0))  # within the app's shutdown budget
         notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
                      f"({cfg.otlp_protocol})")
     return sinks, notes
+
+
+def otlp_sink(cfg: Config, *, backpressure: bool = False, flush_timeout: float = 30.0) -> OtlpSink:
+    """The OTLP sink ``watch``/``convert`` use: ``--otlp-*`` settings, ``OTEL_EXPORTER_OTLP_*`` for the rest.
+
+    ``convert`` passes ``backpressure=True`` (a file reader may wait; the live reader never does).
+    Raises ``ValueError`` for an unusable ``OTEL_EXPORTER_OTLP_*`` value (named in the message).
+    """
+    from ringtrace.sinks.otlp import OtlpSink
+
+    return OtlpSink(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
+                    backpressure=backpressure, flush_timeout=flush_timeout)
 
 
 def otlp_wanted(cfg: Config) -> bool:
@@ -109,9 +119,10 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
         from ringtrace.sinks.prometheus import PrometheusSink
 
         prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors,
-                              otlp_stats=otlp.stats if otlp is not None else None,
                               reader=lambda: {"files_watched": app.tailer.watched, "read_errors": app.tailer.faults,
                                               "in_flight_bytes": app.in_flight.level})
+        if otlp is not None:
+            prom.register(otlp.collector())
         fanout.add(prom)
     app = App(cfg, roots, fanout)
     server = None

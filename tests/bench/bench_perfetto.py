@@ -36,11 +36,12 @@ MB = 1 << 20
 
 def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     """One measurement in this (child) process; prints nothing, returns figures."""
+    from ringtrace.convert import convert
     from ringtrace.diagnose import Thresholds
     from ringtrace.readfiles import read_files
     from ringtrace.records import RunFinished, RunProgress, SinkEvent
     from ringtrace.sinks import FanOut
-    from ringtrace.sinks.perfetto import PerfettoSink, convert
+    from ringtrace.sinks.perfetto import PerfettoSink
 
     class Null:
         name = "null"

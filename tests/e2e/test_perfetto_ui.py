@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
+from ringtrace.convert import convert
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
 from ringtrace.records import RunFinished, RunProgress, SinkEvent
 from ringtrace.sinks import FanOut
-from ringtrace.sinks.perfetto import convert
 from tests._require import require
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"

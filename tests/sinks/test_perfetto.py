@@ -25,6 +25,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # typ
 
 from ringtrace import sim
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
+from ringtrace.convert import convert
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources, source_labels
 from ringtrace.readfiles import read_files
@@ -42,7 +43,7 @@ from ringtrace.records import (
 )
 from ringtrace.run import Run
 from ringtrace.sinks import FanOut
-from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, convert, source_hash, trace_file_name
+from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
 from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
 from tests._tmpfs import fill, small_tmpfs

@@ -470,18 +470,3 @@ def test_awkward_site_names_stay_valid_exposition() -> None:
     res = subprocess.run([promtool, "check", "metrics"], input=generate_latest(sink.registry), capture_output=True,
                          timeout=60)
     assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
-
-
-def test_otlp_self_metrics_read_the_otlp_sinks_counters() -> None:
-    from prometheus_client import generate_latest
-
-    stats = {"spans_exported": 7, "spans_failed": 2, "spans_dropped_by_budget": 5, "spans_dropped_queue_full": 1,
-             "export_retries": 3, "pending_spans": 4}
-    sink = PrometheusSink(otlp_stats=lambda: stats)
-    text = generate_latest(sink.registry).decode()
-    assert 'ringtrace_otlp_spans_total{outcome="exported"} 7.0' in text
-    assert 'ringtrace_otlp_spans_total{outcome="dropped_budget"} 5.0' in text
-    assert 'ringtrace_otlp_spans_total{outcome="dropped_queue"} 1.0' in text
-    assert "ringtrace_otlp_export_retries_total 3.0" in text
-    assert "ringtrace_otlp_pending_spans 4.0" in text
-    assert "ringtrace_otlp" not in generate_latest(PrometheusSink().registry).decode()

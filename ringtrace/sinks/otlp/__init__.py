@@ -41,12 +41,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.config import Config
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source
 
 from ._export import (
@@ -60,6 +59,9 @@ from ._export import (
 )
 from ._select import Budget, Selection
 from ._spans import RunIds, TimeAxis, WireEncoder, build_spans
+
+if TYPE_CHECKING:
+    from ._metrics import OtlpCollector
 
 __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_traces_url"]
 
@@ -164,16 +166,6 @@ class OtlpSink:
         self._worker = threading.Thread(target=self._work, name="ringtrace-otlp", daemon=True)
         self._worker.start()
 
-    @classmethod
-    def from_config(cls, cfg: Config, *, backpressure: bool = False, flush_timeout: float = 30.0) -> OtlpSink:
-        """The sink ``watch``/``convert`` use: ``--otlp-*`` settings, ``OTEL_EXPORTER_OTLP_*`` for the rest.
-
-        ``convert`` passes ``backpressure=True`` (a file reader may wait; the live reader never does).
-        Raises ``ValueError`` for an unusable ``OTEL_EXPORTER_OTLP_*`` value (named in the message).
-        """
-        return cls(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
-                   backpressure=backpressure, flush_timeout=flush_timeout)
-
     # -- counters ------------------------------------------------------------------------------------
 
     @property
@@ -194,11 +186,18 @@ class OtlpSink:
         return self.exporter.retries
 
     def stats(self) -> dict[str, int]:
-        """All counters, for the self-metrics (keys read by the Prometheus sink)."""
+        """All counters by name (read at any time)."""
         return {k: getattr(self, k) for k in (
             "spans_exported", "spans_failed", "spans_dropped_by_budget", "spans_dropped_queue_full",
             "runs_exported", "runs_failed", "export_requests", "export_retries", "internal_errors",
             "pending_spans")}
+
+    def collector(self) -> OtlpCollector:
+        """The counters as Prometheus families (``ringtrace_otlp_*``), read at each scrape; for the
+        Prometheus sink's :meth:`~ringtrace.sinks.prometheus.PrometheusSink.register`."""
+        from ._metrics import OtlpCollector  # prometheus_client only when metrics are served
+
+        return OtlpCollector(self.stats)
 
     # -- the reader's side -------------------------------------------------------------------------
 

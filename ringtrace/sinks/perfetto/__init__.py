@@ -49,10 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Literal
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.readfiles import read_files
 from ringtrace.records import RunFinished, SinkEvent, Source
-from ringtrace.sinks import FanOut
 
 from ._json import JsonTrace
 from ._trace_writer import ProtoTrace, TraceFile
@@ -282,23 +279,3 @@ class PerfettoDirSink:
         self._failed.clear()
         if failures:
             raise ExceptionGroup("perfetto-dir: traces discarded", failures)
-
-
-def convert(files: list[Path], out: Path, fmt: Format = "proto", thresholds: Thresholds | None = None) -> list[str]:
-    """Read ``files`` into one trace at ``out`` (``ringtrace convert``); returns error messages.
-
-    An empty list means every file was read and the trace was written.
-    """
-    try:
-        sink = PerfettoSink(out, fmt)
-    except OSError as err:
-        return [f"{out}: cannot write: {err.strerror or err}"]
-    fanout = FanOut([sink])
-    errors = read_files(files, fanout, thresholds or Thresholds())
-    fanout.flush()
-    fanout.close()
-    if sink.error is not None:
-        errors.append(f"{out}: cannot write: {sink.error.strerror or sink.error}")
-    elif fanout.errors.get(sink.name):
-        errors.append(f"{out}: the perfetto sink failed {fanout.errors[sink.name]} time(s); see the log")
-    return errors

@@ -19,6 +19,8 @@ Scrapes (:meth:`PrometheusSink.render`) cost what the open runs cost: a finished
 never change until they expire, so its sample lines are formatted once (at its first scrape)
 and reused; only open runs are collected per scrape.  The output is byte-identical to a fresh
 collection through :attr:`registry` (prometheus_client's own encoders), in both formats.
+Collectors added with :meth:`PrometheusSink.register` (the OTLP sink's counters) follow the sink's
+own families in both.
 Label values from paths that are not UTF-8 are shown with U+FFFD, never an encoding error.
 """
 
@@ -39,7 +41,6 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from ringtrace.pair import Pairer
 from ringtrace.records import (
     RESOURCES,
     WANT_SUMMARIES,
@@ -50,6 +51,7 @@ from ringtrace.records import (
     RunSummary,
     SinkEvent,
     Source,
+    empty_summary,
     utf8,
 )
 
@@ -126,14 +128,12 @@ class PrometheusSink:
     def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
                  clock: Callable[[], float] = time.time,
                  sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000,
-                 otlp_stats: Callable[[], Mapping[str, int]] | None = None,
                  reader: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.series_ttl = series_ttl
         self.max_runs = max_runs
         self._clock = clock
         self._sink_errors = sink_errors
-        self._otlp_stats = otlp_stats
         self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
@@ -165,6 +165,12 @@ class PrometheusSink:
     def close(self) -> None:
         pass
 
+    def register(self, collector: Collector) -> None:
+        """Expose another component's families (e.g. ``OtlpSink.collector()``) after this sink's own,
+        on :attr:`registry` and in :meth:`render` alike.  Use this, not ``registry.register``."""
+        self.registry.register(collector)
+        self._own.register(collector)
+
     def set_files_watched(self, n: int) -> None:
         """The app reports how many files it follows (``ringtrace_files_watched``)."""
         with self._lock:
@@ -178,7 +184,7 @@ class PrometheusSink:
         if st is not None and st.source.generation > source.generation:
             return None
         if st is None or st.source.generation < source.generation:
-            st = _RunState(source, Pairer(meta).summary(finished=False), now)
+            st = _RunState(source, empty_summary(meta), now)
             self._runs[source.path] = st
             self._bound()
         return st
@@ -336,7 +342,6 @@ class PrometheusSink:
             for sink, n in sorted(errors.items()):
                 se.add_metric([sink], n)
         yield se
-        yield from self._otlp_families()
         yield CounterMetricFamily("ringtrace_runs_started", "Runs (source files or rewrites) seen to start.",
                                   value=c.started)
         rf = CounterMetricFamily("ringtrace_runs_finished", "Runs finished, by reason.", labels=["reason"])
@@ -354,27 +359,6 @@ class PrometheusSink:
                                labels=["version", "python_version"])
         bi.add_metric(list(self._build), 1)
         yield bi
-
-    def _otlp_families(self) -> Iterator[Metric]:
-        """The OTLP sink's counters (``OtlpSink.stats()``), when that sink is on."""
-        if self._otlp_stats is None:
-            return
-        try:
-            st = dict(self._otlp_stats())
-        except Exception:  # a scrape must not fail because the app is shutting down
-            return
-        spans = CounterMetricFamily("ringtrace_otlp_spans", "Scope spans by outcome: exported, failed (after "
-                                    "retries), left out by --otlp-max-spans, dropped because the export queue "
-                                    "was full.", labels=["outcome"])
-        for outcome, key in (("exported", "spans_exported"), ("failed", "spans_failed"),
-                             ("dropped_budget", "spans_dropped_by_budget"),
-                             ("dropped_queue", "spans_dropped_queue_full")):
-            spans.add_metric([outcome], st.get(key, 0))
-        yield spans
-        yield CounterMetricFamily("ringtrace_otlp_export_retries", "OTLP export requests retried.",
-                                  value=st.get("export_retries", 0))
-        yield GaugeMetricFamily("ringtrace_otlp_pending_spans", "Spans queued for export right now.",
-                                value=st.get("pending_spans", 0))
 
 
 class _Families:
