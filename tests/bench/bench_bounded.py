@@ -52,6 +52,7 @@ from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.events import EventsSink  # noqa: E402
 from ringtrace.sinks.perfetto import PerfettoDirSink  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
+from tests._rss import peak_rss  # noqa: E402
 from tests.bench.bench_watch import APPENDER  # noqa: E402
 from tests.otlp_receiver import OtlpReceiver  # noqa: E402
 
@@ -61,18 +62,11 @@ RINGTRACE = [sys.executable, "-m", "ringtrace"]
 
 
 def measure(args: list[str]) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one command run to its end.
-
-    Spawned with posix_spawn, not fork: a forked child's ru_maxrss would count this process's own pages.
-    """
-    t = time.monotonic()
-    pid = os.posix_spawn(args[0], args, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.monotonic() - t
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(args)}: exit {os.waitstatus_to_exitcode(status)}")
-    return usage.ru_maxrss / 1024, wall
+    """(peak RSS in MB, wall seconds) of one command run to its end (see tests/_rss.py)."""
+    rss, wall, code = peak_rss(args)
+    if code != 0:
+        raise SystemExit(f"{' '.join(args)}: exit {code}")
+    return rss, wall
 
 
 def backlog(root: Path, n: int, sample: Path = SAMPLE) -> Path:
