@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check ringtrace tests deploy
+	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
 typecheck: $(STAMP)
 	$(BIN)/mypy ringtrace
