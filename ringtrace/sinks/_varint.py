@@ -1,4 +1,7 @@
-"""Protobuf base-128 varints, shared by the hand-written Perfetto and OTLP encoders.  Pure."""
+"""Protobuf base-128 varints and field tags, shared by the hand-written Perfetto and OTLP encoders.  Pure.
+
+Each encoder names its field tags once, at import, as module constants: ``tag(field, wire_type)``.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +35,12 @@ def varint(n: int) -> bytes:
         out += CONT[n & 16383]
         n >>= 14
     return out + SMALL[n]
+
+
+VARINT, I64, LEN, I32 = 0, 1, 2, 5
+"""Protobuf wire types."""
+
+
+def tag(field: int, wire_type: int) -> bytes:
+    """The encoded key of field number ``field`` with ``wire_type`` (``(field << 3) | wire_type``)."""
+    return varint((field << 3) | wire_type)

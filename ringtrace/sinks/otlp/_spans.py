@@ -36,8 +36,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from ringtrace.diagnose import ORCH_ERRORS, likely_error
 from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope
-from ringtrace.sinks._varint import SMALL as _SMALL
-from ringtrace.sinks._varint import varint as _varint
+from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
 from ._select import METRICS, Selection
 
@@ -258,56 +257,103 @@ def _finding_attrs(rule: str, severity: str, message: str, ring: int | None, res
     return out
 
 
-# -- protobuf wire format (opentelemetry/proto/trace/v1/trace.proto) ----------------------------
-# Tags: Span 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 7/8 start/end (fixed64),
-# 9 attributes, 11 events, 15 status, 16 flags (fixed32); KeyValue 1 key, 2 value; AnyValue
-# 1 string, 2 bool, 3 int, 4 double, 5 array, 7 bytes.
+# -- protobuf wire format (opentelemetry/proto/{collector/trace,trace,common,resource}/v1/*.proto) ---------
+# Field tags, named once (message, then field).
+
+REQUEST_RESOURCE_SPANS = tag(1, LEN)  # ExportTraceServiceRequest.resource_spans
+RESOURCE_SPANS_RESOURCE = tag(1, LEN)  # ResourceSpans.resource
+RESOURCE_SPANS_SCOPE_SPANS = tag(2, LEN)  # ResourceSpans.scope_spans
+RESOURCE_SPANS_SCHEMA_URL = tag(3, LEN)  # ResourceSpans.schema_url
+RESOURCE_ATTRIBUTES = tag(1, LEN)  # Resource.attributes
+SCOPE_SPANS_SCOPE = tag(1, LEN)  # ScopeSpans.scope
+SCOPE_SPANS_SPANS = tag(2, LEN)  # ScopeSpans.spans
+SCOPE_NAME = tag(1, LEN)  # InstrumentationScope.name
+SCOPE_VERSION = tag(2, LEN)  # InstrumentationScope.version
+SPAN_TRACE_ID = tag(1, LEN)  # Span.trace_id (16 bytes)
+SPAN_SPAN_ID = tag(2, LEN)  # Span.span_id (8 bytes)
+SPAN_PARENT_SPAN_ID = tag(4, LEN)  # Span.parent_span_id (8 bytes)
+SPAN_NAME = tag(5, LEN)  # Span.name
+SPAN_KIND = tag(6, VARINT)  # Span.kind
+SPAN_START_TIME = tag(7, I64)  # Span.start_time_unix_nano (fixed64)
+SPAN_END_TIME = tag(8, I64)  # Span.end_time_unix_nano (fixed64)
+SPAN_ATTRIBUTES = tag(9, LEN)  # Span.attributes
+SPAN_EVENTS = tag(11, LEN)  # Span.events
+SPAN_STATUS = tag(15, LEN)  # Span.status
+SPAN_FLAGS = tag(16, I32)  # Span.flags (fixed32)
+EVENT_TIME = tag(1, I64)  # Span.Event.time_unix_nano (fixed64)
+EVENT_NAME = tag(2, LEN)  # Span.Event.name
+EVENT_ATTRIBUTES = tag(3, LEN)  # Span.Event.attributes
+STATUS_MESSAGE = tag(2, LEN)  # Status.message
+STATUS_CODE = tag(3, VARINT)  # Status.code
+KV_KEY = tag(1, LEN)  # KeyValue.key
+KV_VALUE = tag(2, LEN)  # KeyValue.value
+ANY_STRING = tag(1, LEN)  # AnyValue.string_value
+ANY_BOOL = tag(2, VARINT)  # AnyValue.bool_value
+ANY_INT = tag(3, VARINT)  # AnyValue.int_value
+ANY_DOUBLE = tag(4, I64)  # AnyValue.double_value
+ANY_ARRAY = tag(5, LEN)  # AnyValue.array_value
+ANY_BYTES = tag(7, LEN)  # AnyValue.bytes_value
+ARRAY_VALUES = tag(1, LEN)  # ArrayValue.values
+SPAN_KIND_INTERNAL, STATUS_CODE_ERROR = 1, 2
 
 _PACK_D = struct.Struct("<d").pack
 _PACK_Q = struct.Struct("<Q").pack
-_PACK_TIMES = struct.Struct("<BQBQ").pack  # start (tag 0x39) and end (tag 0x41) times
-_KIND_INTERNAL = b"\x30\x01"
-_FLAGS = b"\x85\x01" + struct.pack("<I", 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK sets
+_PACK_TIMES = struct.Struct(f"<{len(SPAN_START_TIME)}sQ{len(SPAN_END_TIME)}sQ").pack  # start and end fields
+_KIND_INTERNAL = SPAN_KIND + varint(SPAN_KIND_INTERNAL)
+_FLAGS = SPAN_FLAGS + struct.pack("<I", 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK sets
+_SPAN_ID_FIELD = SPAN_SPAN_ID + varint(8)  # then the 8 id bytes
+_PARENT_ID_FIELD = SPAN_PARENT_SPAN_ID + varint(8)
+_STATUS_UNSET = SPAN_STATUS + varint(0)  # an empty Status
+_STATUS_ERROR_CODE = STATUS_CODE + varint(STATUS_CODE_ERROR)
+_TRUE, _FALSE = ANY_BOOL + varint(1), ANY_BOOL + varint(0)
 
 
-def _ld(tag: bytes, payload: bytes) -> bytes:
-    n = len(payload)
-    return tag + (_SMALL[n] if n < 128 else _varint(n)) + payload
+def _ld(field_tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: tag, length, payload."""
+    return field_tag + varint(len(payload)) + payload
+
+
+def trace_id_field(trace_id: bytes) -> bytes:
+    """The encoded ``Span.trace_id`` field of a 16-byte id (the same for every span of a trace)."""
+    return _ld(SPAN_TRACE_ID, trace_id)
 
 
 def any_value(v: Any) -> bytes:
     """An ``AnyValue`` message for an attribute value (the SDK's ``_encode_value`` types)."""
     t = type(v)
     if t is int:
-        return b"\x18" + _varint(v)
+        return ANY_INT + varint(v)
     if t is float:
-        return b"\x21" + _PACK_D(v)
+        return ANY_DOUBLE + _PACK_D(v)
     if t is str:
-        return _ld(b"\x0a", v.encode())
+        return _ld(ANY_STRING, v.encode())
     if t is bool:
-        return b"\x10\x01" if v else b"\x10\x00"
+        return _TRUE if v else _FALSE
     if t is bytes:
-        return _ld(b"\x3a", v)
+        return _ld(ANY_BYTES, v)
     if isinstance(v, Sequence):
-        return _ld(b"\x2a", b"".join(_ld(b"\x0a", any_value(x)) for x in v))
+        return _ld(ANY_ARRAY, b"".join(_ld(ARRAY_VALUES, any_value(x)) for x in v))
     raise TypeError(f"cannot encode attribute value of type {t.__name__}")
 
 
-def key_values(attrs: Iterable[tuple[str, Any]], tag: bytes) -> bytes:
-    """Repeated ``KeyValue`` fields with field tag ``tag``."""
-    return b"".join(_ld(tag, _ld(b"\x0a", k.encode()) + _ld(b"\x12", any_value(v))) for k, v in attrs)
+def key_values(attrs: Iterable[tuple[str, Any]], field_tag: bytes) -> bytes:
+    """Repeated ``KeyValue`` fields with field tag ``field_tag``."""
+    return b"".join(_ld(field_tag, _ld(KV_KEY, k.encode()) + _ld(KV_VALUE, any_value(v))) for k, v in attrs)
 
 
 def _int_heads(key: str) -> tuple[bytes, ...]:
-    """Span field 9 + KeyValue up to the int's varint, indexed by the varint's length (1..10)."""
-    kf = _ld(b"\x0a", key.encode())
-    return (b"", *(b"\x4a" + _varint(len(kf) + 3 + n) + kf + b"\x12" + _SMALL[1 + n] + b"\x18"
-                   for n in range(1, 11)))
+    """Span attribute ``key`` (a KeyValue) up to its int's varint, indexed by the varint's length (1..10)."""
+    kf = _ld(KV_KEY, key.encode())
+    return (b"", *(SPAN_ATTRIBUTES + varint(len(kf) + len(KV_VALUE) + 1 + len(ANY_INT) + n) + kf
+                   + KV_VALUE + varint(len(ANY_INT) + n) + ANY_INT for n in range(1, 11)))
 
 
 def _double_head(key: str) -> bytes:
-    kf = _ld(b"\x0a", key.encode())
-    return b"\x4a" + _varint(len(kf) + 11) + kf + b"\x12\x09\x21"
+    """Span attribute ``key`` (a KeyValue) up to its double's 8 bytes."""
+    kf = _ld(KV_KEY, key.encode())
+    value_len = len(ANY_DOUBLE) + 8
+    return SPAN_ATTRIBUTES + varint(len(kf) + len(KV_VALUE) + 1 + value_len) + kf + KV_VALUE + varint(value_len) \
+        + ANY_DOUBLE
 
 
 _BASE_HEADS = tuple(_int_heads(f"{PREFIX}{k}") for k in ("depth", "ring", "line", "end_line"))
@@ -320,18 +366,18 @@ def scope_attr_bytes(scope: Scope, caps: Sequence[int | None]) -> bytes:
     """:func:`scope_attrs` as span field 9 entries, written without intermediate objects."""
     out: list[bytes] = []
     for heads, v in zip(_BASE_HEADS, (scope.depth, scope.ring, scope.begin_line, scope.end_line), strict=True):
-        vb = _varint(v)
+        vb = varint(v)
         out += (heads[len(vb)], vb)
     for r, usage in enumerate(scope.usage):
         if usage is None:
             continue
         hw, live, alloc = usage.high_water, usage.live_at_exit, usage.alloc
         ih = _USAGE_INT_HEADS[r]
-        vb = _varint(hw)
+        vb = varint(hw)
         out += (ih[0][len(vb)], vb)
-        vb = _varint(live)
+        vb = varint(live)
         out += (ih[1][len(vb)], vb)
-        vb = _varint(alloc)
+        vb = varint(alloc)
         out += (ih[2][len(vb)], vb)
         cap = caps[r]
         if cap:
@@ -343,24 +389,25 @@ def scope_attr_bytes(scope: Scope, caps: Sequence[int | None]) -> bytes:
 def encode_span(trace_field: bytes, sp: SpanData) -> bytes:
     """One ``Span`` message, field for field what the SDK's ``_encode_span`` produces.
 
-    ``trace_field`` is the encoded trace id field (``b"\\x0a\\x10" + trace_id``).
+    ``trace_field`` is the encoded trace id field (:func:`trace_id_field`).
     """
     name = sp.name.encode()
-    body = [trace_field, b"\x12\x08", sp.span_id]
+    body = [trace_field, _SPAN_ID_FIELD, sp.span_id]
     if sp.parent_id:
-        body += (b"\x22\x08", sp.parent_id)
-    body += (b"\x2a", _varint(len(name)), name, _KIND_INTERNAL, _PACK_TIMES(0x39, sp.start_ns, 0x41, sp.end_ns))
+        body += (_PARENT_ID_FIELD, sp.parent_id)
+    body += (SPAN_NAME, varint(len(name)), name, _KIND_INTERNAL,
+             _PACK_TIMES(SPAN_START_TIME, sp.start_ns, SPAN_END_TIME, sp.end_ns))
     if sp.scope is not None:
         body.append(scope_attr_bytes(sp.scope, sp.caps))
     if sp.attrs:
-        body.append(key_values(sp.attrs, b"\x4a"))
+        body.append(key_values(sp.attrs, SPAN_ATTRIBUTES))
     for ev in sp.events:
-        body.append(_ld(b"\x5a", b"\x09" + _PACK_Q(ev.time_ns) + _ld(b"\x12", ev.name.encode())
-                        + key_values(ev.attrs, b"\x1a")))
+        body.append(_ld(SPAN_EVENTS, EVENT_TIME + _PACK_Q(ev.time_ns) + _ld(EVENT_NAME, ev.name.encode())
+                        + key_values(ev.attrs, EVENT_ATTRIBUTES)))
     if sp.error is None:
-        body.append(b"\x7a\x00")
+        body.append(_STATUS_UNSET)
     else:
-        body.append(_ld(b"\x7a", _ld(b"\x12", sp.error.encode()) + b"\x18\x02"))
+        body.append(_ld(SPAN_STATUS, _ld(STATUS_MESSAGE, sp.error.encode()) + _STATUS_ERROR_CODE))
     body.append(_FLAGS)
     return b"".join(body)
 
@@ -371,16 +418,17 @@ class WireEncoder:
     def __init__(self, resource: Resource, scope: InstrumentationScope) -> None:
         self.resource = resource
         self.scope = scope
-        self._resource = _ld(b"\x0a", key_values(resource.attributes.items(), b"\x0a"))
-        scope_msg = _ld(b"\x0a", scope.name.encode()) + (_ld(b"\x12", scope.version.encode()) if scope.version
-                                                          else b"")
-        self._scope = _ld(b"\x0a", scope_msg)
-        self._schema = _ld(b"\x1a", resource.schema_url.encode()) if resource.schema_url else b""
+        self._resource = _ld(RESOURCE_SPANS_RESOURCE, key_values(resource.attributes.items(), RESOURCE_ATTRIBUTES))
+        scope_msg = _ld(SCOPE_NAME, scope.name.encode()) + (_ld(SCOPE_VERSION, scope.version.encode())
+                                                           if scope.version else b"")
+        self._scope = _ld(SCOPE_SPANS_SCOPE, scope_msg)
+        self._schema = _ld(RESOURCE_SPANS_SCHEMA_URL, resource.schema_url.encode()) if resource.schema_url else b""
 
     def request(self, trace_id: bytes, spans: Iterable[SpanData]) -> bytes:
-        tf = b"\x0a\x10" + trace_id
-        scope_spans = self._scope + b"".join(_ld(b"\x12", encode_span(tf, sp)) for sp in spans)
-        return _ld(b"\x0a", self._resource + _ld(b"\x12", scope_spans) + self._schema)
+        tf = trace_id_field(trace_id)
+        scope_spans = self._scope + b"".join(_ld(SCOPE_SPANS_SPANS, encode_span(tf, sp)) for sp in spans)
+        return _ld(REQUEST_RESOURCE_SPANS, self._resource + _ld(RESOURCE_SPANS_SCOPE_SPANS, scope_spans)
+                   + self._schema)
 
 
 # -- the SDK's view --------------------------------------------------------------------------------

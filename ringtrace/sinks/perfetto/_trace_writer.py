@@ -41,14 +41,7 @@ from ringtrace.records import (
     SinkEvent,
     Source,
 )
-from ringtrace.sinks._varint import CONT, SMALL, varint
-
-
-def tag(field: int, wire_type: int) -> bytes:
-    return varint((field << 3) | wire_type)
-
-
-VARINT, LEN = 0, 2
+from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
 # Trace
 TRACE_PACKET = tag(1, LEN)  # Trace.packet = 1
@@ -89,12 +82,12 @@ def _template(*parts: bytes | None) -> bytes:
 
 
 # Packet templates of the hot path (TrackEvent field order is free; Perfetto reads any order).
-_BEGIN = _template(EV_TYPE + SMALL[SLICE_BEGIN], None, None, EV_EXTRA_VALUE, None)  # name_iid, vals, tensormap
-_END = EV_TYPE + SMALL[SLICE_END]  # then vals, tensormap, annotations
+_BEGIN = _template(EV_TYPE + varint(SLICE_BEGIN), None, None, EV_EXTRA_VALUE, None)  # name_iid, vals, tensormap
+_END = EV_TYPE + varint(SLICE_END)  # then vals, tensormap, annotations
 # vals, tensormap, depth, line (prefix, value), 6 usage figures (task window, heap)
 _END6 = _template(_END, None, EV_EXTRA_VALUE, *(None,) * 10)
 _END9 = _template(_END, None, EV_EXTRA_VALUE, *(None,) * 13)  # ... and 3 dep-pool figures
-_COUNTER = _template(EV_TYPE + SMALL[COUNTER], EV_TRACK_UUID, None, EV_COUNTER_VALUE, None, None, None)
+_COUNTER = _template(EV_TYPE + varint(COUNTER), EV_TRACK_UUID, None, EV_COUNTER_VALUE, None, None, None)
 _PACKET_FIXED = len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT)
 """Bytes of a packet besides its timestamp, sequence id, event length, event and interned data."""
 
@@ -111,7 +104,7 @@ def annotation_prefixes(name_iid: int) -> tuple[bytes, ...]:
 
 def bool_annotation(name_iid: int) -> bytes:
     """A whole ``debug_annotations`` field: ``name_iid`` = true."""
-    inner = ANN_NAME_IID + varint(name_iid) + ANN_BOOL + SMALL[1]
+    inner = ANN_NAME_IID + varint(name_iid) + ANN_BOOL + varint(1)
     return EV_DEBUG_ANNOTATION + varint(len(inner)) + inner
 
 
@@ -265,7 +258,7 @@ _TABLE = 4096
 def _annotation_table(name_iid: int) -> tuple[bytes, ...]:
     """Whole int ``debug_annotations`` fields of ``name_iid`` for the values 0.._TABLE-1."""
     prefix = annotation_prefixes(name_iid)
-    return tuple(prefix[len(SMALL[x])] + SMALL[x] for x in range(_TABLE))
+    return tuple(prefix[len(varint(x))] + varint(x) for x in range(_TABLE))
 
 
 _ANN_TABLES: tuple[tuple[bytes, ...], ...] = tuple(
@@ -514,7 +507,7 @@ class ProtoTrace:
     def _progress(self, run: RunState, ev: RunProgress) -> None:
         """One packet per record (slice begin/end or counters) plus ends of abandoned scopes.
 
-        The hot loop of the sink: varints of small values come from a table, everything is
+        The hot loop of the sink: whole annotation fields of small values come from tables, everything is
         local, and pair events are matched to their record by line.
         """
         records = ev.records
@@ -528,10 +521,7 @@ class ProtoTrace:
         ne = len(events)
         ei = 0
         ev_line = _event_line(events[0]) if ne else -1
-        S = SMALL
-        C = CONT
         join = b"".join
-        V = varint
         ann = self._ann
         a_depth, a_line = ann[IID_DEPTH], ann[IID_LINE]
         a_usage = ann[IID_USAGE:IID_USAGE + 3 * len(RESOURCES)]
@@ -559,18 +549,18 @@ class ProtoTrace:
                     if ev_line != line:
                         break
             x = rec.task_window_end - rec.task_window_start
-            a = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+            a = varint(x)
             x = rec.heap_end - rec.heap_start
-            b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+            b = varint(x)
             if ring.has_dp:
                 x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
-                c = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+                c = varint(x)
                 vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b, EV_EXTRA_VALUE, c))
             else:
                 vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b))
             x = rec.tensormap
-            vt = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
-            ts = S[line] if line < 16384 else C[line & 16383] + S[line >> 14] if line < 268435456 else V(line)
+            vt = varint(x)
+            ts = varint(line)
             if rec.phase == "begin":
                 site = rec.site
                 stack.append((line, r, site, rec.depth))
@@ -583,7 +573,7 @@ class ProtoTrace:
                 stack.pop()
                 interned = b""
                 x = closing.begin_line
-                b = S[x] if 0 <= x < 16384 else C[x & 16383] + S[x >> 14] if 0 < x < 268435456 else V(x)
+                b = varint(x)
                 x = closing.depth
                 a = T_DEPTH[x] if 0 <= x < _TABLE else _ann(a_depth, x)
                 u_tw, u_hp, u_dp = closing.usage
@@ -597,17 +587,11 @@ class ProtoTrace:
                     x = u_tw.alloc
                     v2 = T2[x] if 0 <= x < _TABLE else _ann(P2, x)
                     x = u_hp.high_water
-                    v3 = (T3[x] if 0 <= x < _TABLE
-                          else P3[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
-                          else _ann(P3, x))
+                    v3 = T3[x] if 0 <= x < _TABLE else _ann(P3, x)
                     x = u_hp.live_at_exit
-                    v4 = (T4[x] if 0 <= x < _TABLE
-                          else P4[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
-                          else _ann(P4, x))
+                    v4 = T4[x] if 0 <= x < _TABLE else _ann(P4, x)
                     x = u_hp.alloc
-                    v5 = (T5[x] if 0 <= x < _TABLE
-                          else P5[len(v := S[x] if x < 16384 else C[x & 16383] + S[x >> 14])] + v if 0 < x < 268435456
-                          else _ann(P5, x))
+                    v5 = T5[x] if 0 <= x < _TABLE else _ann(P5, x)
                     if u_dp is None:
                         te = _END6 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
                     else:
@@ -622,11 +606,11 @@ class ProtoTrace:
                 interned = b""
                 if closing is not None:  # its begin is on another ring (odd data): end it there
                     self._end_open(run, closing.begin_line, line, 0)
-                te = _COUNTER % (V(run.tm_uuid), vt, ring.extra, vals)
+                te = _COUNTER % (varint(run.tm_uuid), vt, ring.extra, vals)
             n = len(te)
-            lte = S[n] if n < 16384 else V(n)
+            lte = varint(n)
             n += _PACKET_FIXED + len(ts) + ring.seq_len + len(lte) + len(interned)
-            app(join((TRACE_PACKET, S[n] if n < 16384 else V(n), PKT_TIMESTAMP, ts, ring.seq, PKT_TRACK_EVENT, lte, te,
+            app(join((TRACE_PACKET, varint(n), PKT_TIMESTAMP, ts, ring.seq, PKT_TRACK_EVENT, lte, te,
                       interned)))
         run.last_line = records[-1].line
 
@@ -649,7 +633,7 @@ class ProtoTrace:
 
     def _instant(self, run: RunState, ring: RingState, at: int, name: str, line: int, depth: int) -> None:
         ann = self._ann
-        te = (EV_TYPE + SMALL[INSTANT] + field_bytes(EV_NAME, name.encode())
+        te = (EV_TYPE + varint(INSTANT) + field_bytes(EV_NAME, name.encode())
               + ann[IID_DEPTH][len(v := varint(depth))] + v + ann[IID_LINE][len(v := varint(line))] + v)
         self.out.parts.append(_packet(at, ring, te))
 
