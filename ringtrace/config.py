@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -98,6 +97,8 @@ def _from_env(name: str, raw: str) -> Any:
 
 
 def _from_file(path: str, values: dict[str, Any], origin: dict[str, str]) -> None:
+    import tomllib  # only with a config file: summary/check without one never load it
+
     try:
         with open(path, "rb") as fh:
             raw = fh.read()

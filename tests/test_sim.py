@@ -25,35 +25,14 @@ from ringtrace import sim
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources, source_labels
 from ringtrace.readfiles import read_files
-from ringtrace.records import Record, RunFinished, RunProgress, SinkEvent
+from ringtrace.records import Record, RunFinished
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
+from tests._sinks import Collect
 
 SAMPLE = (Path(__file__).parent / "fixtures" / "samples" / "outputs" /
           "TestPagedAttention_big16x2048_tight_20261130_101530" / "scope_stats" / "scope_stats.jsonl")
 VERSIONS: tuple[sim.Version, ...] = (4, 5, 6)
-
-
-class Collect:
-    """A sink that keeps every record and the finished run."""
-
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.records: list[Record] = []
-        self.finished: list[RunFinished] = []
-
-    def receive(self, event: SinkEvent) -> None:
-        if isinstance(event, RunProgress):
-            self.records.extend(event.records)
-        elif isinstance(event, RunFinished):
-            self.finished.append(event)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class Read(msgspec.Struct):
@@ -66,7 +45,7 @@ def read(path: Path) -> Read:
     summary, collect = SummarySink(), Collect()
     assert read_files([path], FanOut([summary, collect]), Thresholds()) == []
     [obj] = summary.to_json()["files"]
-    return Read(obj, collect.records, collect.finished[0])
+    return Read(obj, collect.records, next(iter(collect.finished.values())))
 
 
 def write(tmp: Path, scn: sim.Scenario, name: str = "") -> Path:

@@ -51,6 +51,7 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans, to_readable
+from tests._sinks import Collect
 from tests.otlp_receiver import Blackhole
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,19 +78,6 @@ class Receiver:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(10)
-
-
-class Null:
-    name = "null"
-
-    def receive(self, event: SinkEvent) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def make_run(path: Path, spans: int) -> None:
@@ -131,7 +119,7 @@ def shutdown_blackholed(path: Path, protocol: Protocol, n_max: int) -> dict[str,
 
 def read_only_cpu(path: Path) -> float:
     c0 = time.process_time()
-    read_files([path], FanOut([Null()]), Thresholds())
+    read_files([path], FanOut([Collect("null", keep=False)]), Thresholds())
     return time.process_time() - c0
 
 

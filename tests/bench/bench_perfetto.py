@@ -39,39 +39,22 @@ def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     from ringtrace.convert import convert
     from ringtrace.diagnose import Thresholds
     from ringtrace.readfiles import read_files
-    from ringtrace.records import RunFinished, RunProgress, SinkEvent
+    from ringtrace.records import RunFinished, RunProgress
     from ringtrace.sinks import FanOut
     from ringtrace.sinks.perfetto import PerfettoSink
-
-    class Null:
-        name = "null"
-        records = 0
-
-        def receive(self, event: SinkEvent) -> None:
-            if isinstance(event, RunProgress):
-                self.records += len(event.records)
-
-        def flush(self) -> None:
-            pass
-
-        def close(self) -> None:
-            pass
+    from tests._sinks import Collect
 
     if mode == "reader":
-        null = Null()
+        null = Collect("null", keep=False)
         assert read_files([path], FanOut([null]), Thresholds()) == []
-        return {"records": null.records}
+        return {"records": null.record_count}
     if mode in ("proto", "chrome-json"):
         assert convert([path], out, mode) == []  # type: ignore[arg-type]
         return {"out_bytes": out.stat().st_size}
     if mode == "sink-only":
-        events: list[SinkEvent] = []
-
-        class Keep(Null):
-            def receive(self, event: SinkEvent) -> None:
-                events.append(event)
-
-        read_files([path], FanOut([Keep()]), Thresholds())
+        keep = Collect()
+        read_files([path], FanOut([keep]), Thresholds())
+        events = keep.events
         records = sum(len(e.records) for e in events if isinstance(e, RunProgress))
         assert any(isinstance(e, RunFinished) for e in events)
         c0, t0 = time.process_time(), time.perf_counter()

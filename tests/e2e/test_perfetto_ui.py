@@ -32,9 +32,10 @@ from ringtrace.convert import convert
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
-from ringtrace.records import RunFinished, RunProgress, SinkEvent
+from ringtrace.records import RunFinished, RunProgress
 from ringtrace.sinks import FanOut
 from tests._require import require
+from tests._sinks import Collect
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 L2 = SAMPLES / "outputs" / "TestPagedAttention_big16x2048_tight_20261130_101530"
@@ -142,34 +143,22 @@ class PerfettoUI:
 
 
 class _Expect:
-    """What the reader says about each source: summaries and records per ring."""
+    """What the reader says about each source (by process name): summaries and records per ring."""
 
-    name = "expect"
-
-    def __init__(self) -> None:
-        self.finished: dict[str, RunFinished] = {}
+    def __init__(self, col: Collect) -> None:
+        self.finished: dict[str, RunFinished] = {f.source.name: f for f in col.finished.values()}
         self.ring_records: dict[str, Counter[int]] = {}
-
-    def receive(self, event: SinkEvent) -> None:
-        if isinstance(event, RunProgress):
-            c = self.ring_records.setdefault(event.source.name, Counter())
-            c.update(r.ring for r in event.records)
-        elif isinstance(event, RunFinished):
-            self.finished[event.source.name] = event
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+        for event in col.events:
+            if isinstance(event, RunProgress):
+                self.ring_records.setdefault(event.source.name, Counter()).update(r.ring for r in event.records)
 
 
 def expect(paths: list[Path]) -> _Expect:
     files, errors = find_sources([str(p) for p in paths])
     assert not errors
-    exp = _Expect()
-    read_files(files, FanOut([exp]), Thresholds())
-    return exp
+    col = Collect()
+    read_files(files, FanOut([col]), Thresholds())
+    return _Expect(col)
 
 
 def wedged_copy(src: Path, dst: Path, keep: int) -> None:

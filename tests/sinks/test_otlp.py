@@ -46,11 +46,8 @@ from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
 from ringtrace.records import (
     RESOURCES,
-    RunFinished,
     RunProgress,
-    RunStarted,
     Scope,
-    SinkEvent,
     Source,
     Usage,
 )
@@ -67,6 +64,7 @@ from ringtrace.sinks.otlp._spans import (
     WireEncoder,
     build_spans,
 )
+from tests._sinks import Collect
 from tests.conftest import SAMPLES, encode_lines, meta, rec
 from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls
 
@@ -77,37 +75,6 @@ SMALL_NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats
 
 
 # -- helpers ------------------------------------------------------------------------------------------
-
-
-class Collect:
-    """What the reader said, per source: seen_at, every paired scope, the finished run."""
-
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.seen: dict[str, float] = {}
-        self.scopes: dict[str, list[Scope]] = {}
-        self.finished: dict[str, RunFinished] = {}
-        self.last_line: dict[str, int] = {}
-
-    def receive(self, event: SinkEvent) -> None:
-        path = event.source.path
-        if isinstance(event, RunStarted):
-            self.seen[path] = event.seen_at
-            self.scopes[path] = []
-            self.last_line[path] = 1
-        elif isinstance(event, RunProgress):
-            self.scopes[path] += [e for e in event.events if isinstance(e, Scope)]
-            if event.records:
-                self.last_line[path] = event.records[-1].line
-        else:
-            self.finished[path] = event
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class FakeTime:

@@ -46,6 +46,7 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
 from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
+from tests._sinks import Collect
 from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import encode_lines, meta, rec, with_totals
 
@@ -234,26 +235,10 @@ class Model:
         return {d.name: uuid for uuid, d in self.tracks.items() if d.parent_uuid == proc_uuid}
 
 
-class Capture:
-    name = "capture"
-
-    def __init__(self) -> None:
-        self.events: list[SinkEvent] = []
-
-    def receive(self, event: SinkEvent) -> None:
-        self.events.append(event)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def read_events(paths: list[Path]) -> list[SinkEvent]:
     files, errors = find_sources([str(p) for p in paths])
     assert not errors
-    cap = Capture()
+    cap = Collect()
     assert read_files(files, FanOut([cap]), Thresholds()) == []
     return cap.events
 
