@@ -27,7 +27,8 @@ saying how many spans were lost.  (A ``close`` without a ``flush`` first flushes
 raises into the caller.
 
 Memory: per open run O(``max_spans``) (the budget's candidates); queued runs at most
-``max_queued_spans`` spans (or one run, if a single run is larger).
+``max_queued_spans`` spans (or one run, if a single run is larger): 50,000 by default, five runs
+at the default budget, about 25 MB of kept scopes (measured with a 2,000-run backlog).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class OtlpSink:
 
     def __init__(self, endpoint: str | None = None, protocol: Protocol = "grpc", tick: float = 1e-6,
                  max_spans: int = 10_000, transport: Transport | None = None, *,
-                 timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 200_000,
+                 timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 50_000,
                  backpressure: bool = False, retry: RetryPolicy | None = None, flush_timeout: float = 30.0,
                  close_grace: float = 0.1, sleep: Callable[[float], object] | None = None,
                  clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,

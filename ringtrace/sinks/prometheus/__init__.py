@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+import msgspec
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.exposition import generate_latest as text_latest
@@ -44,7 +45,9 @@ from prometheus_client.utils import floatToGoString
 from ringtrace.records import (
     RESOURCES,
     WANT_SUMMARIES,
+    Advice,
     Meta,
+    RunAdvice,
     RunFinished,
     RunProgress,
     RunStarted,
@@ -85,6 +88,15 @@ class _RunState:
             s = self.final.summary
             return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason, self.final)
         return RunView(key, self.source, self.live, self.live.open_scopes, self.updated_at, "")
+
+
+def _sized(advice: RunAdvice | None) -> RunAdvice | None:
+    """Only the capacities the gauges show (the reasons' texts stay with the events and the summary)."""
+    if advice is None:
+        return None
+    return RunAdvice(tuple(Advice(a.ring, a.resource, None, None, None, None, a.recommended, a.basis, "",
+                                  a.measure_next) for a in advice.advice
+                           if a.recommended is not None or a.measure_next is not None))
 
 
 _clean = utf8
@@ -217,7 +229,9 @@ class PrometheusSink:
         if st is None or st.final is not None:
             return
         self._self.records += ev.summary.records - st.live.records
-        st.final = ev
+        # kept until the series expire: only what the families read (no findings' texts, no problems)
+        st.final = msgspec.structs.replace(ev, findings=(), problems=(), wedge_causes=(), advice=_sized(ev.advice))
+        st.live = ev.summary
         st.updated_at = now
         self._finished.append((now, ev.source.path, st))
 
