@@ -64,3 +64,41 @@ def test_watch_serves_metrics_and_probes_then_stops_on_sigterm(tmp_path: Path) -
     assert proc.stderr is not None
     assert "Traceback" not in proc.stderr.read()
     assert _status(f"{base}/healthz") == -1  # the port is closed with the process
+
+
+def test_watch_with_otlp_shows_the_otlp_sinks_counters_on_the_metrics_page(tmp_path: Path) -> None:
+    """service.py registers the OTLP sink's own collector with the Prometheus sink: the exported
+    spans counted on /metrics are the spans the receiver got."""
+    import re
+
+    from tests.otlp_receiver import OtlpReceiver
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    exported = re.compile(rb'^ringtrace_otlp_spans_total\{outcome="exported"\} (\S+)$', re.M)
+    log = tmp_path / "stderr.txt"
+    with OtlpReceiver() as rx, log.open("w") as err:
+        proc = subprocess.Popen([*WATCH, str(SAMPLES), "--metrics-addr", f"127.0.0.1:{port}", "--idle-timeout", "60",
+                                 "--otlp-endpoint", rx.grpc_endpoint], stderr=err, text=True)
+        try:
+            def settled() -> bool:
+                if _status(f"{base}/readyz") != 200:
+                    return False
+                page = _body(f"{base}/metrics")
+                m = exported.search(page)
+                return (m is not None and float(m.group(1)) > 0 and float(m.group(1)) == rx.span_count
+                        and b"ringtrace_otlp_pending_spans 0.0" in page)
+
+            wait_for(settled, timeout=60, what="every exported span counted on /metrics")
+            page = _body(f"{base}/metrics").decode()
+            assert 'ringtrace_otlp_spans_total{outcome="failed"} 0.0' in page
+            assert page.count("# HELP ringtrace_otlp_spans_total") == 1
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert "Traceback" not in log.read_text()
