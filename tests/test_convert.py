@@ -1,4 +1,5 @@
-"""``ringtrace convert`` from the command line: one trace for many sources, decoded with Perfetto's own protos."""
+"""``ringtrace convert`` (the command, and :func:`ringtrace.convert.convert`): one trace for many sources,
+decoded with Perfetto's own protos."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from ringtrace.convert import convert
+from ringtrace.layout import find_sources
 from tests.conftest import SAMPLES
 
 
@@ -65,3 +68,16 @@ def test_convert_sends_spans_to_a_real_otlp_receiver(tmp_path: Path) -> None:
         assert "spans exported in 4 trace(s)" in proc.stdout
         # 681 + 251 + 992 + 2 scopes, plus one root span per run
         assert rx.wait_for_spans(681 + 251 + 992 + 2 + 4)
+
+
+def test_the_convert_function_reads_and_writes_or_says_why_not(tmp_path: Path) -> None:
+    l3 = SAMPLES / "build_output" / "nested_l3_20261130_102011"
+    out = tmp_path / "x.pftrace"
+    assert convert(find_sources([str(l3)])[0], out) == []
+    names = {p.track_descriptor.process.process_name for p in decode(out).packet
+             if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")}
+    assert names == {"nested_l3_20261130_102011/rank0/d0", "nested_l3_20261130_102011/rank1/d1"}
+    missing = convert([tmp_path / "missing.jsonl"], tmp_path / "y.pftrace")
+    assert len(missing) == 1 and "missing.jsonl" in missing[0]
+    unwritable = convert(find_sources([str(l3)])[0], tmp_path / "no" / "dir" / "z.pftrace")
+    assert len(unwritable) == 1 and "z.pftrace: cannot write" in unwritable[0]

@@ -25,7 +25,6 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # typ
 
 from ringtrace import sim
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
-from ringtrace.convert import convert
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import find_sources, source_labels
 from ringtrace.readfiles import read_files
@@ -348,14 +347,6 @@ def test_l3_merge_and_failed_runs_in_one_trace(tmp_path: Path) -> None:
     assert [d.process.pid for d in by_pid] == [1, 2, 3, 4]
     l3 = [d.process.process_name for d in by_pid if "/rank" in d.process.process_name]
     assert l3 == ["nested_l3_20261130_102011/rank0/d0", "nested_l3_20261130_102011/rank1/d1"]
-
-
-def test_convert_reads_and_writes(tmp_path: Path) -> None:
-    out = tmp_path / "x.pftrace"
-    assert convert(find_sources([str(L3)])[0], out) == []
-    assert len(Model(packets(out)).processes()) == 2
-    assert convert([tmp_path / "missing.jsonl"], tmp_path / "y.pftrace") != []
-    assert convert(find_sources([str(L3)])[0], tmp_path / "no" / "dir" / "z.pftrace") != []
 
 
 # -- small synthetic inputs ---------------------------------------------------------------------------
