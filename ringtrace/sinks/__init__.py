@@ -9,6 +9,10 @@ A sink is three methods, called from one thread (the app's sink worker, or the c
 * ``flush()``: push out what is buffered (called before shutdown and at ``--once`` exit).
 * ``close()``: release resources; no calls follow.
 
+A sink may say what it reads of :class:`~ringtrace.records.RunProgress` with a ``wants``
+attribute (a :class:`~ringtrace.records.Wants`); without one it gets everything.  When no sink of a
+fan-out wants records or pair events, the reader builds and queues none (:attr:`FanOut.wants`).
+
 :class:`FanOut` delivers each event to every sink and survives a failing one: the failure is
 logged and counted per sink (each error of an :class:`ExceptionGroup` counts), and the other
 sinks and the reader carry on.  A sink that cannot write an output raises, so it is counted.
@@ -20,7 +24,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from ringtrace.records import SinkEvent
+from ringtrace.records import WANT_ALL, SinkEvent, Wants
 
 log = logging.getLogger("ringtrace.sinks")
 
@@ -50,6 +54,12 @@ class FanOut:
         """Add a sink before the first event (used while wiring the app)."""
         self.sinks.append(sink)
         self.errors.setdefault(sink.name, 0)
+
+    @property
+    def wants(self) -> Wants:
+        """What any of the sinks reads of RunProgress (the union of their ``wants``)."""
+        each = [getattr(s, "wants", WANT_ALL) for s in self.sinks]
+        return Wants(any(w.records for w in each), any(w.events for w in each))
 
     def _guard(self, sink: Sink, what: str, event: SinkEvent | None = None) -> None:
         try:
