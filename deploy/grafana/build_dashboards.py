@@ -279,23 +279,22 @@ def run_dashboard() -> dict[str, Any]:
                            "percentunit", RATIO_STEPS), 14, 8)
 
     lay.row("Sizing: configured vs recommended (ringtrace advise)")
-    for res, unit_sfx, unit, what in RESOURCES:
-        sel = f'{RUN_SEL}, resource="{res}"'
-        lay.add(table(f"{what}: configured vs recommended",
-                      [target(f"ringtrace_ring_{res}_capacity{unit_sfx}{{{RUN_SEL}}}", "A", instant=True, table=True),
-                       target(f"max without (resource) (ringtrace_ring_recommended_capacity{{{sel}}})", "B",
-                              instant=True, table=True),
-                       target(f"max without (resource) (ringtrace_ring_measure_next_capacity{{{sel}}})", "C",
-                              instant=True, table=True)],
-                      "Configured: the capacity on the file's metadata line.  Recommended: what `ringtrace advise` "
-                      "sizes from a finished run (with headroom, rounded as the runtime accepts).  Measure next: "
-                      "the capacity for the next measurement run where the records cannot size the ring yet.",
-                      [{"id": "merge", "options": {}},
-                       {"id": "organize", "options": {
-                           "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
-                           "renameByName": {"Value #A": "configured", "Value #B": "recommended",
-                                            "Value #C": "measure next"}}}],
-                      unit), 8, 8)
+    configured = " or ".join(
+        f'label_replace(ringtrace_ring_{res}_capacity{sfx}{{{RUN_SEL}}}, "resource", "{res}", "", "")'
+        for res, sfx, _unit, _what in RESOURCES)
+    lay.add(table("Configured vs recommended capacity",
+                  [target(configured, "A", instant=True, table=True),
+                   target(f"ringtrace_ring_recommended_capacity{{{RUN_SEL}}}", "B", instant=True, table=True),
+                   target(f"ringtrace_ring_measure_next_capacity{{{RUN_SEL}}}", "C", instant=True, table=True)],
+                  "Per rank, ring and resource (heap in bytes): configured = the capacity on the file's metadata "
+                  "line; recommended = what `ringtrace advise` sizes from a finished run (with headroom, rounded "
+                  "as the runtime accepts); measure next = the capacity for the next measurement run where the "
+                  "records cannot size the ring yet (oversized or wedged runs).",
+                  [{"id": "merge", "options": {}},
+                   {"id": "organize", "options": {
+                       "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+                       "renameByName": {"Value #A": "configured", "Value #B": "recommended",
+                                        "Value #C": "measure next"}}}]), 24, 8)
 
     lay.row("Tensormap, wedged scopes, peak sites")
     lay.add(table("Tensormap per rank",
