@@ -34,8 +34,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from ringtrace.diagnose import ORCH_ERRORS, likely_error
-from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope
+from ringtrace.diagnose import ORCH_ERRORS
+from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope, WedgeCause
 from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
 from ._select import METRICS, Selection
@@ -161,34 +161,25 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
     return out
 
 
-def _wedged_event(fin: RunFinished, w: OpenScope, at_ns: int) -> SpanEvent:
-    """The ring and the resource closest to capacity at the last sample.
-
-    For the innermost wedged scope this is the run's ``wedged`` finding (the same code and
-    resource the summary names); for the others, ``diagnose.likely_error`` on their own ring.
-    """
-    s = fin.summary
-    finding = next((f for f in fin.findings if f.rule == "wedged"), None)
-    if finding is not None and s.wedged and w == s.wedged[-1] and finding.code is not None:
-        code: int | None = finding.code
-        peak = next((p for p in s.peaks if p.ring == w.ring and p.resource == finding.resource), None)
-        ratio = finding.fill or 0.0
-    else:
-        code, peak, ratio = likely_error(s, w)
-    if code != 11 and peak is None:  # nothing near capacity: still name the fullest resource of the ring
-        ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
-        if ring:
-            peak = max(ring, key=lambda p: p.live_ratio or 0.0)
-            ratio = peak.live_ratio or 0.0
-    resource = "tensormap" if code == 11 else peak.resource if peak is not None else "unknown"
+def _wedged_event(w: OpenScope, cause: WedgeCause | None, at_ns: int) -> SpanEvent:
+    """The ring and the resource closest to capacity at the last sample, and the likely code: the
+    run's :class:`WedgeCause` for this scope (diagnosed once, with the configured thresholds and the
+    host log, so the span says what ``summary`` says)."""
+    resource = (cause.resource if cause is not None else None) or "unknown"
+    ratio = cause.fill if cause is not None else 0.0
+    code = cause.code if cause is not None else None
     attrs: Attrs = [("ringtrace.ring", w.ring), ("ringtrace.resource", resource),
                     ("ringtrace.fill_ratio", float(ratio))]
+    name = ORCH_ERRORS[code][0] if code in ORCH_ERRORS else ""
     if code is not None:
-        attrs += [("ringtrace.orch_error_code", code), ("ringtrace.orch_error", ORCH_ERRORS[code][0])]
+        attrs += [("ringtrace.orch_error_code", code), ("ringtrace.orch_error", name)]
+    if cause is not None and cause.confirmed is not None:
+        attrs.append(("ringtrace.confirmed_by_host_log", cause.confirmed))
     where = "tensormap" if code == 11 else f"ring {w.ring} {resource}"
     text = f"scope {w.site} never closed; {where} at {100 * ratio:.0f}% of capacity at the last sample"
     if code is not None:
-        text += f": likely orch_error_code={code} {ORCH_ERRORS[code][0]}"
+        said = "orch_error_code" if cause is not None and cause.confirmed else "likely orch_error_code"
+        text += f": {said}={code} {name}".rstrip()
     attrs.append(("ringtrace.message", text))
     return SpanEvent("ringtrace.wedged", at_ns, attrs)
 
@@ -212,6 +203,7 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
                       root_attrs(fin, tick, sel, max_spans, last_line), root_err, events)]
     present = {0: root_id}
     parent = root_id
+    causes = fin.wedge_causes
     for i, w in enumerate(s.wedged):
         sid = ids.span_id(w.line)
         present[w.line] = sid
@@ -220,7 +212,7 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
                         ("ringtrace.wedged", True), ("ringtrace.innermost", inner)]
         spans.append(SpanData(sid, parent, w.site, axis.at(w.line), end_ns, attrs,
                               f"wedged: scope {w.site} never closed" + (" (the run stopped here)" if inner else ""),
-                              (_wedged_event(fin, w, end_ns),)))
+                              (_wedged_event(w, causes[i] if i < len(causes) else None, end_ns),)))
         parent = sid
     span_id = ids.span_id
     for scope in sel.scopes:
