@@ -299,6 +299,7 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
             w = next(sl for sl in mine if sl.name == "WEDGED")
             inner = s.wedged[-1]
             assert w.ts == records[-1].line + 1 and w.args["line"] == inner.line
+            assert w.args.get("orch_error_code") == fin.wedge_causes[-1].code  # as summary names it
             innermost = next(sl for sl in slices if sl.ts == inner.line)
             assert w.track == innermost.track and w.depth == innermost.depth + 1
         # counters: every record of a ring, live = head - tail, at the record's line
@@ -323,6 +324,8 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
         assert len(tm) == 1 and model.counters[tm[0]] == [(r.line, r.tensormap) for r in records]
         labels = list(proc.process.process_labels)
         assert any(lab.startswith("WEDGED in") for lab in labels) == bool(s.wedged)
+        if s.wedged and fin.wedge_causes[-1].code is not None:
+            assert any(f"orch_error_code={fin.wedge_causes[-1].code}" in lab for lab in labels)
         assert any(lab.startswith("INCOMPLETE") for lab in labels) == (not s.complete)
         assert ("FATAL" in labels) == bool(s.meta and s.meta.fatal)
         assert "1 ns = 1 boundary record" in proc.description

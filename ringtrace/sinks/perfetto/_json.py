@@ -114,8 +114,11 @@ class JsonTrace:
             at = run.last_line + 1
             line, r, _site, depth = run.stack[-1]
             if fin is not None:
+                wargs: dict[str, object] = {"depth": depth, "line": line}
+                if fin.wedge_causes and fin.wedge_causes[-1].code is not None:
+                    wargs["orch_error_code"] = fin.wedge_causes[-1].code
                 self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": r + 1, "ts": at, "name": "WEDGED",
-                            "args": {"depth": depth, "line": line}})
+                            "args": wargs})
             self._end_open(run, run.stack[0][0], at, "wedged" if fin is not None else "open_at_close")
         if fin is not None and fin.summary.meta is not None:
             run.meta = fin.summary.meta

@@ -27,7 +27,7 @@ from typing import BinaryIO
 from google.protobuf.message import Message
 
 from ringtrace._pb import ringtrace_perfetto_pb2 as pb
-from ringtrace.diagnose import fmt_amount
+from ringtrace.diagnose import ORCH_ERRORS, fmt_amount
 from ringtrace.records import (
     RESOURCES,
     Abandoned,
@@ -247,11 +247,11 @@ JSON_TIME_AXIS = TIME_AXIS.replace("1 ns", "1 us")
 ARG_NAMES: tuple[str, ...] = (
     "depth", "line",
     *(f"{res}_{what}" for res in RESOURCES for what in ("high_water", "live_at_exit", "alloc")),
-    "wedged", "unmatched_begin", "open_at_close",
+    "wedged", "unmatched_begin", "open_at_close", "orch_error_code",
 )
 IID_DEPTH, IID_LINE = 1, 2
 IID_USAGE = 3  # + 3 * resource index + (0 high_water, 1 live_at_exit, 2 alloc)
-IID_WEDGED, IID_UNMATCHED, IID_OPEN_AT_CLOSE = 12, 13, 14
+IID_WEDGED, IID_UNMATCHED, IID_OPEN_AT_CLOSE, IID_ORCH_ERROR_CODE = 12, 13, 14, 15
 _TABLE = 4096
 
 
@@ -312,6 +312,7 @@ class RunState:
         self.last_line = 0
         self.labels: list[str] = []
         self.description = ""
+        self.final: RunFinished | None = None  # set when the run finishes (its wedge causes name the WEDGED event)
 
 
 def _event_line(ev: PairEvent) -> int:
@@ -367,7 +368,7 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
     text = [f"scope_stats of {source.display_path}", TIME_AXIS.replace("1 ns", axis)]
     if fin is not None and fin.summary.wedged:
         w = fin.summary.wedged[-1]
-        labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})")
+        labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})" + wedge_code_text(fin))
     if meta is not None:
         if meta.fatal:
             labels.append("FATAL")
@@ -390,6 +391,18 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
     labels.append(f"version {meta.version}" if meta is not None else "no metadata line")
     labels.append(f"time: {axis} = 1 record (ts = line)")
     return labels, "; ".join(text)
+
+
+def wedge_code_text(fin: RunFinished) -> str:
+    """``: orch_error_code=2 HEAP_RING_DEADLOCK (confirmed by the host log)`` for the innermost wedged
+    scope, from the run's ``wedge_causes``; "" when no code is known."""
+    cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+    if cause is None or cause.code is None:
+        return ""
+    name = f" {ORCH_ERRORS[cause.code][0]}" if cause.code in ORCH_ERRORS else ""
+    said = ("likely" if cause.confirmed is None else "confirmed by the host log" if cause.confirmed
+            else "the host log's code")
+    return f": orch_error_code={cause.code}{name} ({said})"
 
 
 def _cap_text(meta: Meta | None, resource: str, ring: int) -> str:
@@ -631,10 +644,11 @@ class ProtoTrace:
             te += extra
             self.out.parts.append(_packet(at, ring, te))
 
-    def _instant(self, run: RunState, ring: RingState, at: int, name: str, line: int, depth: int) -> None:
+    def _instant(self, run: RunState, ring: RingState, at: int, name: str, line: int, depth: int,
+                 extra: bytes = b"") -> None:
         ann = self._ann
         te = (EV_TYPE + varint(INSTANT) + field_bytes(EV_NAME, name.encode())
-              + ann[IID_DEPTH][len(v := varint(depth))] + v + ann[IID_LINE][len(v := varint(line))] + v)
+              + ann[IID_DEPTH][len(v := varint(depth))] + v + ann[IID_LINE][len(v := varint(line))] + v + extra)
         self.out.parts.append(_packet(at, ring, te))
 
     def _close_open(self, run: RunState, flag_iid: int) -> None:
@@ -644,10 +658,14 @@ class ProtoTrace:
         at = run.last_line + 1
         line, r, _site, depth = run.stack[-1]
         if flag_iid == IID_WEDGED:
-            self._instant(run, run.rings[r], at, "WEDGED", line, depth)
+            causes = run.final.wedge_causes if run.final is not None else ()
+            code = causes[-1].code if causes else None  # the likely (or the host log's) orch_error_code
+            extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
+            self._instant(run, run.rings[r], at, "WEDGED", line, depth, extra)
         self._end_open(run, run.stack[0][0], at, flag_iid)
 
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
+        run.final = fin
         self._close_open(run, IID_WEDGED if fin is not None else IID_OPEN_AT_CLOSE)
         if fin is not None and fin.summary.meta is not None:
             run.meta = fin.summary.meta
