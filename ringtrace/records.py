@@ -304,6 +304,8 @@ class RunFinished(msgspec.Struct, frozen=True):
     advice: RunAdvice | None = None  # ring sizing from this run alone (``ringtrace.advise``, default headroom)
     key: str = ""  # the run's identity across restarts (path + file identity at the finish); "" when unknown
     wedge_causes: tuple[WedgeCause, ...] = ()  # one per ``summary.wedged`` scope, outermost first
+    last_line: int = 0  # the line of the run's last record (0: none)
+    seen_at: float = 0.0  # as on RunStarted: when the file was first seen (its mtime for one-shot reads)
 
 
 class RingSizes(msgspec.Struct, frozen=True):

@@ -49,6 +49,7 @@ class Run:
         self.problems: list[Problem] = []
         self.bytes = 0
         self.finished: RunFinished | None = None
+        self.last_line = 0  # the last record's line
         self.host_log = host_log  # used by finish() only: confirms the wedge, names a failure
 
     @property
@@ -92,7 +93,8 @@ class Run:
                                     host_log=self.host_log,
                                     advice=advise(summary, path=self.source.path, labels=self.source.labels,
                                                   host_log=self.host_log),
-                                    key=key, wedge_causes=wedge_causes(summary, findings, self.thresholds))
+                                    key=key, wedge_causes=wedge_causes(summary, findings, self.thresholds),
+                                    last_line=self.last_line, seen_at=self.seen_at)
         out.append(self.finished)
         return out
 
@@ -123,6 +125,8 @@ class Run:
         """Pair ``records``; RunStarted if not yet sent, and a RunProgress when anything happened."""
         out: list[SinkEvent] = []
         events = self.pairer.push_many(records)
+        if records:
+            self.last_line = records[-1].line
         if records and not self.started:
             self.started = True
             out.append(RunStarted(self.source, self.meta, self.seen_at))

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Literal
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source
+from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 
 from ._export import (
     Exporter,
@@ -90,12 +90,11 @@ def default_resource() -> Resource:
 
 
 class _RunState:
-    __slots__ = ("budget", "last_line", "seen_at")
+    __slots__ = ("budget", "seen_at")
 
     def __init__(self, seen_at: float, max_spans: int) -> None:
-        self.seen_at = seen_at
+        self.seen_at = seen_at  # the wall clock when the sink first heard of the run (if the run has none)
         self.budget = Budget(max_spans)
-        self.last_line = 1
 
 
 class _Job:
@@ -121,6 +120,7 @@ class OtlpSink:
     """
 
     name = "otlp"
+    wants = Wants(records=False, events=True)  # the paired scopes; the last line comes with RunFinished
 
     def __init__(self, endpoint: str | None = None, protocol: Protocol = "grpc", tick: float = 1e-6,
                  max_spans: int = 10_000, transport: Transport | None = None, *,
@@ -212,8 +212,6 @@ class OtlpSink:
                 for ev in event.events:
                     if type(ev) is Scope:
                         add(ev)
-                if event.records:
-                    st.last_line = max(st.last_line, event.records[-1].line)
             elif type(event) is RunStarted:
                 seen = event.seen_at if event.seen_at > 0 else self._wall()
                 self._runs[event.source] = _RunState(seen, self.max_spans)
@@ -316,9 +314,10 @@ class OtlpSink:
                     self._count(job, 0, job.left, at_shutdown=True)
             return
         # a run's key (path + file identity) names it across restarts: re-sent spans keep their ids
-        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, st.seen_at)
-        spans = build_spans(fin, job.selection, ids, TimeAxis(st.seen_at, self.tick), self.tick,
-                            self.max_spans, st.last_line)
+        seen_at = fin.seen_at if fin.seen_at > 0 else st.seen_at
+        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, seen_at)
+        spans = build_spans(fin, job.selection, ids, TimeAxis(seen_at, self.tick), self.tick,
+                            self.max_spans, max(fin.last_line, 1))
         for i in range(0, len(spans), self.batch_size):
             chunk = spans[i:i + self.batch_size]
             n = len(chunk)
