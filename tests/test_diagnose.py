@@ -302,7 +302,7 @@ def test_otlp_wedged_event_names_the_same_code_as_the_finding() -> None:
     fin = finish(encode_lines(lines))
     finding = next(f for f in fin.findings if f.rule == "wedged")
     assert (finding.code, finding.resource) == (1, "task_window")
-    event = dict(_wedged_event(fin, fin.summary.wedged[-1], 0).attrs)
+    event = dict(_wedged_event(fin.summary.wedged[-1], fin.wedge_causes[-1], 0).attrs)
     assert event["ringtrace.orch_error_code"] == 1
     assert event["ringtrace.orch_error"] == "SCOPE_DEADLOCK"
     assert event["ringtrace.resource"] == "task_window"
