@@ -231,7 +231,8 @@ class Tailer:
         finished: a restart reads it again rather than lose it.
         """
         files: dict[str, state_mod.FileState] = {}
-        for path, f in self.followers.items():
+        # the app's saver calls this on the reader thread while the loop may add followers: iterate a copy
+        for path, f in list(self.followers.items()):
             if f.ident is None:
                 continue
             finished = (not f.active and f.finished_reason not in (None, "shutdown", "deleted")
