@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,13 @@ def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Write
 
 def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: Writer,
                                                        watches: list[Watch]) -> None:
+    from tests.tail.test_faults import free_port
+
     root = tmp_path / "w"
     root.mkdir()
     ev = tmp_path / "events.jsonl"
-    w = Watch(root, ev, "--idle-timeout", "600")
+    port = free_port()
+    w = Watch(root, ev, "--idle-timeout", "600", "--metrics-addr", f"127.0.0.1:{port}")
     watches.append(w)
     probe(root, writer, ev)
     path = root / "cut" / "scope_stats" / "scope_stats.jsonl"
@@ -122,7 +126,16 @@ def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: 
     writer.do("open", path=path, mode="w")
     writer.do("write", data=NESTED.read_bytes()[:50_000])
     writer.do("close")
-    wait_for(lambda: w.following(path), what="the watcher to follow the cut file")
+
+    def cut_read() -> bool:  # the watcher has read the cut file's records (not only found it)
+        try:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        except OSError:
+            return False
+        return any(line.startswith("ringtrace_run_records{") and 'run="cut"' in line
+                   and float(line.rsplit(" ", 1)[1]) > 100 for line in body.splitlines())
+
+    wait_for(cut_read, what="the watcher to read the cut file")
     # the run is open (not complete, not idle): nothing is emitted for it until shutdown
     assert w.stop(signal.SIGTERM) == 0
     cut = [e for e in events(ev) if e["labels"]["run"] == "cut"]
