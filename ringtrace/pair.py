@@ -62,20 +62,26 @@ class _Ring:
         self.nested = False  # a scope closed nested in a scope on this ring (else ``pinned`` is ``alloc``)
         self.first = first  # the begin of the ring's first paired scope: its tails are the ring's first
 
-    def fold(self, usage: tuple[Usage | None, ...], site: str, begin_line: int) -> None:
-        """Fold a new scope's usage into the maxima (the ring's first scope sets them)."""
+    def fold(self, usage: tuple[Usage | None, ...], site: str, begin_line: int) -> int:
+        """Fold a new scope's usage into the maxima (the ring's first scope sets them); the bits of
+        the peaks it set (see :attr:`Scope.sets`)."""
         first = self.scopes == 1
         m, sites = self.maxima, self.sites
+        sets = 0
         for i, u in enumerate(usage):
             if u is None:
                 continue
             j = 3 * i
             if u.high_water > m[j] or first:
                 m[j], sites[j], self.lines[j] = u.high_water, site, begin_line
+                sets |= 1 << j
             if u.live_at_exit > m[j + 1] or first:
                 m[j + 1], sites[j + 1] = u.live_at_exit, site
+                sets |= 2 << j
             if u.alloc > m[j + 2] or first:
                 m[j + 2], sites[j + 2] = u.alloc, site
+                sets |= 4 << j
+        return sets
 
     def pinned(self, i: int) -> int:
         """``pinned`` of resource ``i``: without same-ring nesting every scope's alloc was all held."""
@@ -193,7 +199,9 @@ class Pairer:
             scopes += 1
             if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
                     or (dp is not None and (d0 > m[6] or d1 > m[7] or d2 > m[8])) or ring.scopes == 1):
-                ring.fold(usage, e.site, b.line)
+                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage,
+                           ring.fold(usage, e.site, b.line)))
+                continue
             emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage))
         self.scopes += scopes
         self._tm_peak = tm_peak

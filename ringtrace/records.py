@@ -94,7 +94,13 @@ class Usage(msgspec.Struct, frozen=True, gc=False):
 
 
 class Scope(msgspec.Struct, frozen=True, gc=False):
-    """A paired begin/end.  ``usage`` is indexed like :data:`RESOURCES`; None where absent (v4 dep pool)."""
+    """A paired begin/end.  ``usage`` is indexed like :data:`RESOURCES`; None where absent (v4 dep pool).
+
+    ``sets``: the ring's peaks this scope set when it closed, one bit per (resource, figure):
+    bit ``3 * resource index + figure`` with figures high_water, live_at_exit, alloc (the pairer's
+    rule: the ring's first scope sets all, later ones only what they exceed).  The last scope that
+    set a bit holds that peak of the run: exporters read it instead of comparing figures themselves.
+    """
 
     site: str
     depth: int
@@ -103,6 +109,7 @@ class Scope(msgspec.Struct, frozen=True, gc=False):
     end_line: int
     parent_line: int  # begin line of the enclosing open scope, 0 at the top
     usage: tuple[Usage | None, ...]
+    sets: int = 0
 
 
 class OpenScope(msgspec.Struct, frozen=True):

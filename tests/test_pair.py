@@ -6,9 +6,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ringtrace.decode import Decoder
+from ringtrace.layout import find_sources
 from ringtrace.pair import Pairer
-from ringtrace.records import Abandoned, OpenScope, Record, Scope, UnmatchedEnd, Usage
-from tests.conftest import meta, read_lines, rec, with_totals
+from ringtrace.records import RESOURCES, Abandoned, Meta, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
+from tests.conftest import SAMPLES, meta, read_lines, rec, with_totals
+
+SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
 
 
 def _r(line: int, site: str, phase: str, depth: int, **kw: Any) -> Record:
@@ -260,3 +263,28 @@ def test_open_usage_is_measured_against_the_latest_record_of_the_ring() -> None:
     v4 = Pairer()
     v4.push(Record(2, "a", "begin", 1, 1, 0, 0, 0, 0, None, None, 0))
     assert v4.open_usage()[0][2] is None
+
+
+def test_scopes_say_which_peaks_they_set() -> None:
+    """``Scope.sets`` on every sample: the running maxima per (ring, resource, figure), first scope
+    reaching the maximum; the last setter of each bit is the scope the summary's peak names."""
+    from tests.sinks.test_otlp import mark_peaks
+
+    for path in SAMPLE_FILES:
+        events: list[PairEvent] = []
+        dec, pairer = Decoder(), Pairer()
+        items = dec.feed(path.read_bytes()) + dec.finish()
+        for item in items:
+            if isinstance(item, Meta):
+                pairer.meta = item
+            elif isinstance(item, Record):
+                events += pairer.push(item)
+        scopes = [e for e in events if isinstance(e, Scope)]
+        assert [sc.sets for sc in scopes] == [sc.sets for sc in mark_peaks(scopes)], path
+        summary = pairer.summary()
+        for p in summary.peaks:
+            if not p.scopes:
+                continue
+            r = RESOURCES.index(p.resource)
+            holder = [sc for sc in scopes if sc.ring == p.ring and sc.sets >> (3 * r) & 1][-1]
+            assert holder.begin_line == p.high_water_line and holder.site == p.high_water_site, path

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -308,6 +309,25 @@ def brute_force_peaks(scopes: list[Scope]) -> dict[tuple[int, int, int], Scope]:
     return {k: v[1] for k, v in best.items()}
 
 
+def mark_peaks(scopes: list[Scope]) -> list[Scope]:
+    """``scopes`` (in the order they ended) with ``sets`` as the pairer marks them (:attr:`Scope.sets`)."""
+    best: dict[tuple[int, int, int], int] = {}
+    out = []
+    for sc in scopes:
+        sets = 0
+        for r, usage in enumerate(sc.usage):
+            if usage is None:
+                continue
+            for m, name in enumerate(METRICS):
+                v = getattr(usage, name)
+                key = (sc.ring, r, m)
+                if key not in best or v > best[key]:
+                    best[key] = v
+                    sets |= 1 << (3 * r + m)
+        out.append(msgspec.structs.replace(sc, sets=sets))
+    return out
+
+
 def ancestors(sc: Scope, by_line: dict[int, Scope]) -> list[Scope]:
     out = []
     while sc.parent_line in by_line:
@@ -390,7 +410,7 @@ def runs(draw: st.DrawFn) -> list[Scope]:
 
     for _ in range(draw(st.integers(1, 4))):
         scope(draw(st.integers(0, 1)), 0)
-    return out
+    return mark_peaks(out)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

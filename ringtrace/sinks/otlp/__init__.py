@@ -226,7 +226,6 @@ class OtlpSink:
     def _finish(self, fin: RunFinished, st: _RunState) -> None:
         wedged = len(fin.summary.wedged)
         sel = st.budget.select(reserved=1 + wedged)
-        self._check_peaks(fin, st)
         n = 1 + wedged + len(sel.scopes)
         job = _Job(fin, st, sel, n)
         with self._cond:
@@ -243,13 +242,6 @@ class OtlpSink:
             self._queued += n
             self._flushed = False
             self._cond.notify_all()
-
-    @staticmethod
-    def _check_peaks(fin: RunFinished, st: _RunState) -> None:
-        for p in fin.summary.peaks:
-            if p.scopes and st.budget.peak_line(p.ring, p.resource) not in (None, p.high_water_line):
-                log.debug("otlp: peak scope of ring %d %s differs from the summary's (line %d)", p.ring,
-                          p.resource, p.high_water_line)
 
     # -- the worker ------------------------------------------------------------------------------------
 

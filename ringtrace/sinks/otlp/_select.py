@@ -5,9 +5,9 @@ the wedged scopes and the paired scopes all count).  The policy, in order:
 
 1. always kept: the root span, every wedged scope (``RunFinished.summary.wedged``), the scope
    at every ring/resource peak (for each ring and resource: the scope with the highest
-   ``high_water``, the highest ``live_at_exit`` and the largest ``alloc``, chosen with the
-   pairer's own rule, the first scope reaching the maximum, so the high-water scope is the one
-   ``Peak.high_water_line`` names) and every ancestor of those; this set can exceed the budget
+   ``high_water``, the highest ``live_at_exit`` and the largest ``alloc``, as the pairer marks
+   them in ``Scope.sets``, so the high-water scope is the one ``Peak.high_water_line`` names)
+   and every ancestor of those; this set can exceed the budget
    (it is at most 1 + 65 wedged + 36 peaks x 65 ancestors);
 2. then shallower scopes first: all scopes of depth 0, then depth 1, ... while the budget
    lasts; within the depth where the budget runs out, scopes in the order they ended.
@@ -93,15 +93,15 @@ class DepthFill:
 class Budget:
     """Feeds on one run's paired scopes (:meth:`add`, in event order); :meth:`select` at the end."""
 
-    __slots__ = ("_best", "_chains", "_fill", "_max_begin", "_ring_scopes", "max_spans", "offered")
+    __slots__ = ("_best", "_chains", "_fill", "_max_begin", "max_spans", "offered")
 
     def __init__(self, max_spans: int) -> None:
         self.max_spans = max_spans
         self.offered = 0
         self._fill = DepthFill(max_spans)
-        self._ring_scopes: dict[int, int] = {}
-        # (ring, resource index, metric index) -> (value, scope); chains: enclosing scopes closed since
-        self._best: dict[tuple[int, int, int], tuple[int, Scope]] = {}
+        # (ring, resource index, metric index) -> the scope holding that peak (the last to set it,
+        # :attr:`Scope.sets`: the pairer decides, this only follows); chains: enclosing scopes closed since
+        self._best: dict[tuple[int, int, int], Scope] = {}
         self._chains: dict[tuple[int, int, int], list[Scope]] = {}
         self._max_begin = -1  # the latest begin line of a current peak scope
 
@@ -110,37 +110,24 @@ class Budget:
         self._fill.add(scope)
         begin = scope.begin_line
         if begin < self._max_begin:  # encloses (at least) one current peak scope
-            for key, (_, peak) in self._best.items():
+            for key, peak in self._best.items():
                 if begin < peak.begin_line:
                     self._chains[key].append(scope)
-        ring = scope.ring
-        first = self._ring_scopes.get(ring, 0) == 0
-        self._ring_scopes[ring] = self._ring_scopes.get(ring, 0) + 1
-        changed = False
-        best = self._best
-        for r, usage in enumerate(scope.usage):
-            if usage is None:
-                continue
-            for m, value in enumerate((usage.high_water, usage.live_at_exit, usage.alloc)):
-                key = (ring, r, m)
-                cur = best.get(key)
-                if first or cur is None or value > cur[0]:
-                    best[key] = (value, scope)
+        sets = scope.sets
+        if sets:
+            ring = scope.ring
+            for bit in range(3 * len(RESOURCES)):
+                if sets >> bit & 1:
+                    key = (ring, bit // 3, bit % 3)
+                    self._best[key] = scope
                     self._chains[key] = []
-                    changed = True
-        if changed:
-            self._max_begin = max(s.begin_line for _, s in best.values())
-
-    def peak_line(self, ring: int, resource: str, metric: str = "high_water") -> int | None:
-        """Begin line of the current peak scope of (ring, resource, metric), None when there is none."""
-        cur = self._best.get((ring, RESOURCES.index(resource), METRICS.index(metric)))
-        return None if cur is None else cur[1].begin_line
+            self._max_begin = max(s.begin_line for s in self._best.values())
 
     def select(self, reserved: int = 1) -> Selection:
         """The kept scopes; ``reserved`` spans (root + wedged) are already spoken for."""
         must: dict[int, Scope] = {}
         peaks: dict[int, list[str]] = {}
-        for (ring, r, m), (_, scope) in sorted(self._best.items()):
+        for (ring, r, m), scope in sorted(self._best.items()):
             must[scope.begin_line] = scope
             peaks.setdefault(scope.begin_line, []).append(f"ring{ring}.{RESOURCES[r]}.{METRICS[m]}")
             for anc in self._chains[(ring, r, m)]:
