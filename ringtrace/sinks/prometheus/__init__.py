@@ -83,7 +83,7 @@ class _RunState:
 
     def view(self) -> RunView:
         lab = self.source.labels
-        key = (_clean(lab.run), _clean(lab.rank), _clean(lab.dispatch))
+        key = (utf8(lab.run), utf8(lab.rank), utf8(lab.dispatch))
         if self.final is not None:
             s = self.final.summary
             return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason, self.final)
@@ -97,9 +97,6 @@ def _sized(advice: RunAdvice | None) -> RunAdvice | None:
     return RunAdvice(tuple(Advice(a.ring, a.resource, None, None, None, None, a.recommended, a.basis, "",
                                   a.measure_next) for a in advice.advice
                            if a.recommended is not None or a.measure_next is not None))
-
-
-_clean = utf8
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,7 +535,7 @@ def run_families(views: Iterable[RunView]) -> list[Metric]:
             code = log.orch_error_code if log.orch_error_code is not None else log.fatal_code
             if code is not None:
                 failed.add_metric([*lab, str(code), log.error_name or ""], 1)
-        info.add_metric([*lab, _clean(v.source.path), _clean(v.source.labels.program),
+        info.add_metric([*lab, v.source.display_path, utf8(v.source.labels.program),
                          str(s.meta.version) if s.meta else "", v.reason], 1)
     return list(fams.values())
 
