@@ -15,12 +15,12 @@ from pathlib import Path
 import msgspec
 
 from ringtrace.diagnose import Thresholds, describe_log, fmt_amount
-from ringtrace.hostlog import HostLogParser, is_log_only, log_only_run
+from ringtrace.hostlog import is_log_only, log_only_run
 from ringtrace.hostlog_match import match_logs
 from ringtrace.layout import labels_for
 from ringtrace.records import RESOURCES, HostLog, Labels, RunFinished, SinkEvent, utf8
+from ringtrace.tail.hostlogs import read_log
 
-CHUNK = 1 << 20
 COMPILE_DEFAULTS = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
 """The a2a3 compile defaults a ``0`` in ``--expect`` stands for (the guide's §1 table)."""
 RINGS = 4
@@ -57,15 +57,6 @@ def expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
                 out.append(h)
     return out, errors
 
-
-def read_log(path: Path) -> tuple[HostLog, ...]:
-    """Parse one log file in chunks (raises OSError when it cannot be read).  ``HostLog.path`` is
-    the path for output (valid UTF-8)."""
-    parser = HostLogParser(utf8(str(path)))
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            parser.feed(chunk)
-    return parser.finish()
 
 
 def prepare(patterns: Sequence[str], files: Sequence[Path]) -> Plan:

@@ -25,8 +25,24 @@ from ringtrace.records import HostLog, utf8
 log = logging.getLogger("ringtrace.tail")
 
 MAX_LOG_BYTES = 64 << 20
-"""A host log is kilobytes to a few MB; past this only its first bytes are read."""
+"""A host log is kilobytes to a few MB; past this ``watch`` reads only its first bytes."""
 CHUNK = 1 << 20
+
+
+def read_log(path: Path, limit: int | None = None) -> tuple[HostLog, ...]:
+    """Parse one log file in chunks, its first ``limit`` bytes when given (raises OSError when it
+    cannot be read).  ``HostLog.path`` is the path for output (valid UTF-8).  Used by ``--host-log``
+    and ``--host-log-glob`` alike."""
+    parser = HostLogParser(utf8(str(path)))
+    done = 0
+    with path.open("rb") as fh:
+        while limit is None or done < limit:
+            chunk = fh.read(CHUNK if limit is None else min(CHUNK, limit - done))
+            if not chunk:
+                break
+            parser.feed(chunk)
+            done += len(chunk)
+    return parser.finish()
 
 
 class HostLogFinder:
@@ -45,7 +61,7 @@ class HostLogFinder:
             return None
         for path in candidates:
             try:
-                parts = self._read(path)
+                parts = read_log(path, MAX_LOG_BYTES)
             except OSError as err:
                 self._warn(path, err)
                 continue
@@ -57,16 +73,6 @@ class HostLogFinder:
             if m.file == target:
                 return msgspec.structs.replace(m.log, path=utf8(m.log.path))
         return None
-
-    @staticmethod
-    def _read(path: Path) -> tuple[HostLog, ...]:
-        parser = HostLogParser(str(path))
-        done = 0
-        with path.open("rb") as fh:
-            while done < MAX_LOG_BYTES and (chunk := fh.read(min(CHUNK, MAX_LOG_BYTES - done))):
-                parser.feed(chunk)
-                done += len(chunk)
-        return parser.finish()
 
     def _warn(self, path: Path, err: BaseException) -> None:
         if path not in self._failed:
