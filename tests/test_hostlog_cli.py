@@ -22,6 +22,8 @@ from ringtrace.readfiles import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import EventsSink
 from tests.conftest import SAMPLES, WriteJsonl, meta, rec
+from tests.test_cli import Result as CliResult
+from tests.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
 
 FLOW_DIR = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"
@@ -36,20 +38,9 @@ SIZES = ("[INFO] resolve_arena_sizing: [runtime_maker.cpp:546] Ring buffer sizes
          "dep_pool=[{dep}]\n")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("RINGTRACE_"):
-            monkeypatch.delenv(key)
-
-
-class Result:
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
+class Result(CliResult):
     def files(self) -> list[dict[str, Any]]:
-        doc: dict[str, Any] = json.loads(self.out)
-        return list(doc["files"])
+        return list(self.json["files"])
 
 
 @pytest.fixture

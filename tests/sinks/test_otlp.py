@@ -294,23 +294,9 @@ def test_ids_are_deterministic_across_conversions(rx: OtlpReceiver) -> None:
 # -- the budget policy --------------------------------------------------------------------------------
 
 
-def brute_force_peaks(scopes: list[Scope]) -> dict[tuple[int, int, int], Scope]:
-    """Per (ring, resource, metric): the first scope reaching the maximum (the pairer's rule)."""
-    best: dict[tuple[int, int, int], tuple[int, Scope]] = {}
-    for sc in scopes:
-        for r, usage in enumerate(sc.usage):
-            if usage is None:
-                continue
-            for m, name in enumerate(METRICS):
-                v = getattr(usage, name)
-                key = (sc.ring, r, m)
-                if key not in best or v > best[key][0]:
-                    best[key] = (v, sc)
-    return {k: v[1] for k, v in best.items()}
-
-
 def mark_peaks(scopes: list[Scope]) -> list[Scope]:
-    """``scopes`` (in the order they ended) with ``sets`` as the pairer marks them (:attr:`Scope.sets`)."""
+    """``scopes`` (in the order they ended) with ``sets`` by brute force: per (ring, resource, metric)
+    the running maximum, the first scope reaching it sets the bit (the pairer's rule, :attr:`Scope.sets`)."""
     best: dict[tuple[int, int, int], int] = {}
     out = []
     for sc in scopes:
@@ -326,6 +312,16 @@ def mark_peaks(scopes: list[Scope]) -> list[Scope]:
                     sets |= 1 << (3 * r + m)
         out.append(msgspec.structs.replace(sc, sets=sets))
     return out
+
+
+def brute_force_peaks(scopes: list[Scope]) -> dict[tuple[int, int, int], Scope]:
+    """Per (ring, resource, metric): the scope holding the run's peak (the last to set its bit)."""
+    holders: dict[tuple[int, int, int], Scope] = {}
+    for sc in mark_peaks(scopes):
+        for bit in range(3 * len(RESOURCES)):
+            if sc.sets >> bit & 1:
+                holders[sc.ring, bit // 3, bit % 3] = sc
+    return holders
 
 
 def ancestors(sc: Scope, by_line: dict[int, Scope]) -> list[Scope]:
