@@ -124,9 +124,6 @@ class Tailer:
         else:
             self._queues[BACKLOG].appendleft(f)
 
-    def pending(self) -> bool:
-        return bool(self._queued)
-
     def vanished(self, f: Follower) -> list[SinkEvent]:
         """The file could not be found: its run ends as ``deleted`` and the follower is dropped."""
         out = f.finish("deleted", 0)
