@@ -112,7 +112,7 @@ def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Write
 
 def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: Writer,
                                                        watches: list[Watch]) -> None:
-    from tests.tail.test_faults import free_port
+    from tests._ports import free_port
 
     root = tmp_path / "w"
     root.mkdir()

@@ -52,6 +52,7 @@ from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.events import EventsSink  # noqa: E402
 from ringtrace.sinks.perfetto import PerfettoDirSink  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
+from tests._ports import free_port  # noqa: E402
 from tests._rss import peak_rss  # noqa: E402
 from tests.bench.bench_watch import APPENDER  # noqa: E402
 from tests.otlp_receiver import OtlpReceiver  # noqa: E402
@@ -198,13 +199,6 @@ def render_rows(tree: Path, n: int) -> list[str]:
             f"| /metrics render, {n} finished runs, p99 | {1000 * n99:.1f} ms | {1000 * o99:.1f} ms | "
             f"{n99 / o99:.3f} |"]
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def served(tree: Path, n: int, scrapes: int) -> tuple[float, float, float]:

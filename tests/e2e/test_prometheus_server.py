@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ import bcrypt
 import pytest
 import yaml
 
+from tests._ports import free_port
 from tests._require import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,11 +48,6 @@ def exporter_command(paths: list[Path], addr: str, *extra: str) -> list[str]:
     return [*RINGTRACE, "watch", *map(str, paths), "--metrics-addr", addr, "--idle-timeout", "2",
             "--log-level", "info", *extra]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], T | None], logs: Callable[[], str] = lambda: "",

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests._ports import free_port
 from tests._require import require
 from tests._writer import wait_for
 from tests.conftest import SAMPLES
@@ -36,13 +37,6 @@ def events(path: Path) -> list[dict[str, Any]]:
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Agent:
