@@ -110,6 +110,7 @@ class Scope(msgspec.Struct, frozen=True, gc=False):
     parent_line: int  # begin line of the enclosing open scope, 0 at the top
     usage: tuple[Usage | None, ...]
     sets: int = 0
+    begin_ring: int | None = None  # the begin's ring when it is not ``ring`` (odd data: the end is on another ring)
 
 
 class OpenScope(msgspec.Struct, frozen=True):
@@ -193,7 +194,11 @@ class RunSummary(msgspec.Struct, frozen=True):
     tensormap: TensormapPeak
     wedged: tuple[OpenScope, ...]  # outermost first; the last is where the run wedged
     max_depth: int
-    open_scopes: int = 0  # scopes open at the snapshot (the wedged ones, once the run finished)
+    open: tuple[OpenScope, ...] = ()  # scopes open at the snapshot, outermost first (once finished: wedged or cut)
+
+    @property
+    def open_scopes(self) -> int:
+        return len(self.open)
 
     @property
     def complete(self) -> bool:
@@ -234,7 +239,10 @@ def utf8(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte
+            return text.encode("utf-8", "replace").decode("utf-8")
     return text
 
 

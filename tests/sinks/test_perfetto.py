@@ -415,6 +415,37 @@ def test_unfinished_runs_are_closed_at_close(write_jsonl: Any, tmp_path: Path) -
     assert any("UNFINISHED" in lab for lab in next(iter(model.processes().values())).process.process_labels)
 
 
+@pytest.mark.parametrize("reason", ["shutdown", "deleted"])
+@pytest.mark.parametrize("fmt", ["proto", "chrome-json"])
+def test_a_run_ended_without_wedging_is_not_called_wedged(write_jsonl: Any, tmp_path: Path, reason: Any,
+                                                          fmt: Literal["proto", "chrome-json"]) -> None:
+    """The open slices of a run ended by shutdown or a deleted file follow the pairer's open scopes and the
+    summary's verdict: ``open_at_close``, no WEDGED instant or label (a wedged run: tests above)."""
+    path = write_jsonl(with_totals([rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 1),
+                                    rec("b.cpp:2", "begin", 2)]))
+    run = Run(Source(str(path)))
+    events = [*run.feed(path.read_bytes()), *run.finish(reason)]
+    fin = events[-1]
+    assert isinstance(fin, RunFinished) and fin.summary.wedged == () and len(fin.summary.open) == 3
+    out = tmp_path / ("t.pftrace" if fmt == "proto" else "t.json")
+    if fmt == "proto":
+        model = write(events, out)
+        assert model.open == [] and [sl.args.get("open_at_close") for sl in model.slices] == [True] * 3
+        assert not any(sl.name == "WEDGED" or sl.args.get("wedged") for sl in model.slices)
+        labels = next(iter(model.processes().values())).process.process_labels
+    else:
+        sink = PerfettoSink(out, "chrome-json")
+        for ev in events:
+            sink.receive(ev)
+        sink.close()
+        evs = json.loads(out.read_text())["traceEvents"]
+        ends = [e for e in evs if e["ph"] == "E"]
+        assert [(e["args"]["line"], e["args"].get("open_at_close")) for e in ends] == [(4, True), (3, True), (2, True)]
+        assert not any(e.get("name") == "WEDGED" or "wedged" in e.get("args", {}) for e in evs)
+        labels = [e["args"]["labels"] for e in evs if e.get("name") == "process_labels"]
+    assert not any("WEDGED" in lab for lab in labels)
+
+
 def test_begin_and_end_on_different_rings(write_jsonl: Any, tmp_path: Path) -> None:
     """Odd data: the pairer pairs by depth and site; the slice still ends on its own track."""
     path = write_jsonl(with_totals([rec("a.cpp:1", "begin", 1, ring=1), rec("a.cpp:1", "end", 1, ring=2)]))
@@ -439,7 +470,7 @@ def test_atomic_and_streaming(tmp_path: Path) -> None:
         assert not path.exists() and tmp.exists()
         assert sum(map(len, out.tf.parts)) < 4096 + 1024  # bounded: one batch, not the trace
         assert isinstance(out.enc, ProtoTrace)
-        assert all(len(r.stack) <= 8 for r in out.enc.runs.values())  # O(depth)
+        assert all(len(r.open) <= 8 for r in out.enc.runs.values())  # the pairer's open scopes: O(depth)
     sink.flush()
     assert not path.exists() and tmp.stat().st_size > 10_000  # streamed to disk before close
     sink.close()

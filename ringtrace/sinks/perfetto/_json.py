@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from ringtrace.records import RESOURCES, Abandoned, RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source
+from ringtrace.records import (
+    RESOURCES,
+    Abandoned,
+    OpenScope,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    Scope,
+    SinkEvent,
+    Source,
+)
 
 from ._trace_writer import JSON_TIME_AXIS, RingState, RunState, process_name, run_status, sort_key
 
@@ -44,6 +54,8 @@ class JsonTrace:
             run.meta = event.meta
         elif isinstance(event, RunProgress):
             self._progress(run, event)
+            if event.summary is not None:
+                run.open = event.summary.open
         elif isinstance(event, RunFinished):
             self._finish(run, event)
 
@@ -71,12 +83,11 @@ class JsonTrace:
                 elif isinstance(pe, Abandoned):
                     if pe.line != line:
                         break
-                    self._end_open(run, pe.scope.line, line, "unmatched_begin")
+                    self._end(run, pe.scope, line, "unmatched_begin")
                 elif pe.line != line:  # UnmatchedEnd
                     break
                 ei += 1
             if rec.phase == "begin":
-                run.stack.append((line, rec.ring, rec.site, rec.depth))
                 emit({"ph": "B", "pid": pid, "tid": rec.ring + 1, "ts": line, "name": rec.site})
             elif closing is not None:
                 args: dict[str, object] = {"depth": closing.depth, "line": closing.begin_line}
@@ -84,11 +95,11 @@ class JsonTrace:
                     if u is not None:
                         args.update({f"{res}_high_water": u.high_water, f"{res}_live_at_exit": u.live_at_exit,
                                      f"{res}_alloc": u.alloc})
-                if run.stack and run.stack[-1][0] == closing.begin_line:
-                    run.stack.pop()
+                if closing.begin_ring is None:
                     emit({"ph": "E", "pid": pid, "tid": rec.ring + 1, "ts": line, "args": args})
-                else:
-                    self._end_open(run, closing.begin_line, line, "")
+                else:  # its begin is on another ring (odd data): end it there
+                    self._end(run, OpenScope(closing.site, closing.depth, closing.begin_ring, closing.begin_line),
+                              line, "")
             live = {"task_window": rec.task_window_end - rec.task_window_start, "heap": rec.heap_end - rec.heap_start}
             if rec.dep_pool_end is not None:
                 live["dep_pool"] = rec.dep_pool_end - (rec.dep_pool_start or 0)
@@ -97,29 +108,26 @@ class JsonTrace:
         if ev.records:
             run.last_line = ev.records[-1].line
 
-    def _end_open(self, run: RunState, begin_line: int, at: int, flag: str) -> None:
-        stack = run.stack
-        idx = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == begin_line), None)
-        if idx is None:
-            return
-        while len(stack) > idx:
-            line, r, _site, depth = stack.pop()
-            args: dict[str, object] = {"depth": depth, "line": line}
-            if flag:
-                args[flag] = True
-            self._emit({"ph": "E", "pid": run.uuid, "tid": r + 1, "ts": at, "args": args})
+    def _end(self, run: RunState, scope: OpenScope, at: int, flag: str) -> None:
+        args: dict[str, object] = {"depth": scope.depth, "line": scope.line}
+        if flag:
+            args[flag] = True
+        self._emit({"ph": "E", "pid": run.uuid, "tid": scope.ring + 1, "ts": at, "args": args})
 
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
-        if run.stack:
-            at = run.last_line + 1
-            line, r, _site, depth = run.stack[-1]
-            if fin is not None:
-                wargs: dict[str, object] = {"depth": depth, "line": line}
-                if fin.wedge_causes and fin.wedge_causes[-1].code is not None:
-                    wargs["orch_error_code"] = fin.wedge_causes[-1].code
-                self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": r + 1, "ts": at, "name": "WEDGED",
-                            "args": wargs})
-            self._end_open(run, run.stack[0][0], at, "wedged" if fin is not None else "open_at_close")
+        """As :meth:`ProtoTrace._finish`: the pairer's open scopes end at the final tick."""
+        opened = fin.summary.open if fin is not None else run.open
+        wedged = fin is not None and bool(fin.summary.wedged)
+        at = run.last_line + 1
+        if wedged and fin is not None and opened:
+            inner = opened[-1]
+            wargs: dict[str, object] = {"depth": inner.depth, "line": inner.line}
+            if fin.wedge_causes and fin.wedge_causes[-1].code is not None:
+                wargs["orch_error_code"] = fin.wedge_causes[-1].code
+            self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": inner.ring + 1, "ts": at, "name": "WEDGED",
+                        "args": wargs})
+        for scope in reversed(opened):
+            self._end(run, scope, at, "wedged" if wedged else "open_at_close")
         if fin is not None and fin.summary.meta is not None:
             run.meta = fin.summary.meta
         run.labels, run.description = run_status(run.source, run.meta, fin, "1 us")

@@ -32,6 +32,7 @@ from ringtrace.records import (
     RESOURCES,
     Abandoned,
     Meta,
+    OpenScope,
     PairEvent,
     Record,
     RunFinished,
@@ -40,6 +41,7 @@ from ringtrace.records import (
     Scope,
     SinkEvent,
     Source,
+    utf8,
 )
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
@@ -300,7 +302,7 @@ class RingState:
 
 
 class RunState:
-    """One source's state while it is written: O(depth) (the open-scope stack) + O(rings)."""
+    """One source's state while it is written: O(rings), plus the pairer's open scopes (its latest summary)."""
 
     def __init__(self, source: Source, meta: Meta | None, uuid: int, tm_uuid: int) -> None:
         self.source = source
@@ -308,11 +310,10 @@ class RunState:
         self.uuid = uuid
         self.tm_uuid = tm_uuid
         self.rings: dict[int, RingState] = {}
-        self.stack: list[tuple[int, int, str, int]] = []  # open scopes: (line, ring, site, depth)
+        self.open: tuple[OpenScope, ...] = ()  # the pairer's open scopes after the latest progress
         self.last_line = 0
         self.labels: list[str] = []
         self.description = ""
-        self.final: RunFinished | None = None  # set when the run finishes (its wedge causes name the WEDGED event)
 
 
 def _event_line(ev: PairEvent) -> int:
@@ -342,19 +343,6 @@ def rank_pid(rank: str) -> int:
     if n < 0:
         return 1
     return n + 1 if n < PID_MAX else 1 + n % PID_MAX
-
-
-def utf8(text: str) -> str:
-    """``text`` as protobuf can hold it: a path that is not UTF-8 (``os.fsdecode``'s lone
-    surrogates) shows its undecodable bytes as U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:  # a surrogate that is not an escaped byte
-            return text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 def process_name(source: Source) -> str:
@@ -449,6 +437,8 @@ class ProtoTrace:
         if isinstance(event, RunProgress):
             run = self.runs.get(event.source) or self._start(event.source, None)
             self._progress(run, event)
+            if event.summary is not None:
+                run.open = event.summary.open
         elif isinstance(event, RunStarted):
             known = self.runs.get(event.source)
             if known is None:
@@ -521,7 +511,8 @@ class ProtoTrace:
         """One packet per record (slice begin/end or counters) plus ends of abandoned scopes.
 
         The hot loop of the sink: whole annotation fields of small values come from tables, everything is
-        local, and pair events are matched to their record by line.
+        local.  The pair events are in record order and each names the line of the record that caused it,
+        so the two lists are merged in one pass; a closing :class:`Scope` ends the top slice of its track.
         """
         records = ev.records
         if not records:
@@ -529,7 +520,6 @@ class ProtoTrace:
         self.records += len(records)
         app = self.out.parts.append
         rings = run.rings
-        stack = run.stack
         events = ev.events
         ne = len(events)
         ei = 0
@@ -556,7 +546,7 @@ class ProtoTrace:
                     if isinstance(pe, Scope):
                         closing = pe
                     elif isinstance(pe, Abandoned):
-                        self._end_open(run, pe.scope.line, line, IID_UNMATCHED)
+                        self._end(run, pe.scope, line, IID_UNMATCHED)
                     ei += 1
                     ev_line = _event_line(events[ei]) if ei < ne else -1
                     if ev_line != line:
@@ -576,14 +566,12 @@ class ProtoTrace:
             ts = varint(line)
             if rec.phase == "begin":
                 site = rec.site
-                stack.append((line, r, site, rec.depth))
                 iid = ring.names.get(site)
                 interned = b""
                 if iid is None:
                     iid, interned = self._intern(ring, site)
                 te = _BEGIN % (iid, vals, vt)
-            elif closing is not None and stack and stack[-1][0] == closing.begin_line and stack[-1][1] == r:
-                stack.pop()
+            elif closing is not None and closing.begin_ring is None:
                 interned = b""
                 x = closing.begin_line
                 b = varint(x)
@@ -618,7 +606,8 @@ class ProtoTrace:
             else:
                 interned = b""
                 if closing is not None:  # its begin is on another ring (odd data): end it there
-                    self._end_open(run, closing.begin_line, line, 0)
+                    self._end(run, OpenScope(closing.site, closing.depth, closing.begin_ring or 0, closing.begin_line),
+                              line, 0)
                 te = _COUNTER % (varint(run.tm_uuid), vt, ring.extra, vals)
             n = len(te)
             lte = varint(n)
@@ -627,22 +616,17 @@ class ProtoTrace:
                       interned)))
         run.last_line = records[-1].line
 
-    def _end_open(self, run: RunState, begin_line: int, at: int, flag_iid: int, extra: bytes = b"") -> None:
-        """End the open scope that began at ``begin_line`` (and, defensively, any opened after it)."""
-        stack = run.stack
-        idx = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == begin_line), None)
-        if idx is None:
+    def _end(self, run: RunState, scope: OpenScope, at: int, flag_iid: int) -> None:
+        """End ``scope``'s slice (the top one of its ring's track) at ``at``, flagged with ``flag_iid``."""
+        ring = run.rings.get(scope.ring)
+        if ring is None:  # never begun in this trace
             return
-        while len(stack) > idx:
-            line, r, _site, depth = stack.pop()
-            ring = run.rings[r]
-            ann = self._ann
-            te = (_END + ann[IID_DEPTH][len(v := varint(depth))] + v
-                  + ann[IID_LINE][len(v := varint(line))] + v)
-            if flag_iid:
-                te += bool_annotation(flag_iid)
-            te += extra
-            self.out.parts.append(_packet(at, ring, te))
+        ann = self._ann
+        te = (_END + ann[IID_DEPTH][len(v := varint(scope.depth))] + v
+              + ann[IID_LINE][len(v := varint(scope.line))] + v)
+        if flag_iid:
+            te += bool_annotation(flag_iid)
+        self.out.parts.append(_packet(at, ring, te))
 
     def _instant(self, run: RunState, ring: RingState, at: int, name: str, line: int, depth: int,
                  extra: bytes = b"") -> None:
@@ -651,22 +635,19 @@ class ProtoTrace:
               + ann[IID_DEPTH][len(v := varint(depth))] + v + ann[IID_LINE][len(v := varint(line))] + v + extra)
         self.out.parts.append(_packet(at, ring, te))
 
-    def _close_open(self, run: RunState, flag_iid: int) -> None:
-        """End every open scope at the final tick (last record + 1); WEDGED inside the innermost."""
-        if not run.stack:
-            return
-        at = run.last_line + 1
-        line, r, _site, depth = run.stack[-1]
-        if flag_iid == IID_WEDGED:
-            causes = run.final.wedge_causes if run.final is not None else ()
-            code = causes[-1].code if causes else None  # the likely (or the host log's) orch_error_code
-            extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
-            self._instant(run, run.rings[r], at, "WEDGED", line, depth, extra)
-        self._end_open(run, run.stack[0][0], at, flag_iid)
-
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
-        run.final = fin
-        self._close_open(run, IID_WEDGED if fin is not None else IID_OPEN_AT_CLOSE)
+        """End the scopes the pairer has open at the final tick (last record + 1), innermost first, as
+        ``wedged`` (with a WEDGED instant inside the innermost) when the run wedged, else ``open_at_close``."""
+        opened = fin.summary.open if fin is not None else run.open
+        wedged = fin is not None and bool(fin.summary.wedged)
+        at = run.last_line + 1
+        if wedged and fin is not None and opened and opened[-1].ring in run.rings:
+            inner = opened[-1]
+            code = fin.wedge_causes[-1].code if fin.wedge_causes else None  # likely, or the host log's
+            extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
+            self._instant(run, run.rings[inner.ring], at, "WEDGED", inner.line, inner.depth, extra)
+        for scope in reversed(opened):
+            self._end(run, scope, at, IID_WEDGED if wedged else IID_OPEN_AT_CLOSE)
         if fin is not None and fin.summary.meta is not None:
             run.meta = fin.summary.meta
         run.labels, run.description = run_status(run.source, run.meta, fin)
