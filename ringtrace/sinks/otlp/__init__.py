@@ -11,9 +11,9 @@ at the end of a run, selects the kept scopes and hands the run to a queue bounde
 ``max_queued_spans``.  When the queue is full the run is not queued and its spans are counted in
 ``spans_dropped_queue_full`` (logged) - unless ``backpressure=True`` (``convert``: nothing else
 waits on that thread), then ``receive`` waits for room.  The sink's own worker thread builds
-the spans, encodes them in batches of ``batch_size`` and sends each batch's ready bytes
-(:mod:`._export`: a generic gRPC unary call or an HTTP POST, the standard
-``OTEL_EXPORTER_OTLP_*`` settings, one retry layer with a cap per batch).
+the spans, encodes them in batches of ``batch_size`` and sends each batch's ready bytes through
+a :mod:`._export` transport, retrying with :class:`RetryPolicy` (the one retry layer, capped
+per batch).
 
 No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``spans_failed``
 (refused, out of retries, rejected in a partial success, or still undelivered at shutdown) and
@@ -42,6 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
@@ -49,15 +50,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 
-from ._export import (
-    Exporter,
-    ExportSettings,
-    RetryPolicy,
-    Transport,
-    http_traces_url,
-    make_transport,
-    resolve,
-)
+from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve
 from ._select import Budget, Selection
 from ._spans import RunIds, TimeAxis, WireEncoder, build_spans
 
@@ -69,7 +62,6 @@ __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_trac
 log = logging.getLogger("ringtrace.sinks.otlp")
 
 Protocol = Literal["grpc", "http/protobuf"]
-SERVICE_NAME = "ringtrace"
 
 
 def _version() -> str:
@@ -84,32 +76,20 @@ def _version() -> str:
 def default_resource() -> Resource:
     """``service.name=ringtrace``, ``service.version``, ``host.name``; ``OTEL_RESOURCE_ATTRIBUTES`` and
     ``OTEL_SERVICE_NAME`` add to it and win (the SDK's ``Resource.create`` plus its env detector)."""
-    ours = Resource.create({"service.name": SERVICE_NAME, "service.version": _version(),
+    ours = Resource.create({"service.name": "ringtrace", "service.version": _version(),
                             "host.name": socket.gethostname()})
     return ours.merge(OTELResourceDetector().detect())
 
 
-class _RunState:
-    __slots__ = ("budget", "seen_at")
-
-    def __init__(self, seen_at: float, max_spans: int) -> None:
-        self.seen_at = seen_at  # the wall clock when the sink first heard of the run (if the run has none)
-        self.budget = Budget(max_spans)
-
-
+@dataclass(slots=True, eq=False)
 class _Job:
-    """A finished run handed to the worker (which owns ``state`` from then on).  ``left``: its spans
-    not yet counted in any outcome; ``failed``: some of them failed."""
+    """A finished run handed to the worker.  ``left``: its spans not yet counted in any outcome."""
 
-    __slots__ = ("failed", "fin", "left", "selection", "spans", "state")
-
-    def __init__(self, fin: RunFinished, state: _RunState, selection: Selection, spans: int) -> None:
-        self.fin = fin
-        self.state = state
-        self.selection = selection
-        self.spans = spans
-        self.left = spans
-        self.failed = False
+    fin: RunFinished
+    selection: Selection
+    seen_at: float
+    left: int
+    failed: bool = False  # some of its spans failed
 
 
 class OtlpSink:
@@ -138,24 +118,27 @@ class OtlpSink:
         self.backpressure = backpressure
         self.flush_timeout = flush_timeout
         self.close_grace = close_grace
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep or self._nap
+        self._clock = clock
+        self._uniform = uniform
         self._wall = wall
-        self.settings: ExportSettings = resolve(endpoint, protocol, timeout, os.environ)
+        self.settings = resolve(endpoint, protocol, timeout, os.environ)
         self.resource = resource or default_resource()
         self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", _version()))
+        new = GrpcTransport if self.settings.protocol == "grpc" else HttpTransport
+        self.transport = transport or new(self.settings, f"ringtrace/{_version()}")
         self._stop = threading.Event()
         self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
-        self.transport = transport or make_transport(self.settings, f"ringtrace/{_version()}")
-        self.exporter = Exporter(self.transport, retry or RetryPolicy(), self.settings.timeout, clock=clock,
-                                 sleep=sleep or self._nap, uniform=uniform)
-        self._runs: dict[Source, _RunState] = {}
+        # per open run: (its seen_at, or the wall clock when the sink first heard of it; its budget)
+        self._runs: dict[Source, tuple[float, Budget]] = {}
         self._cond = threading.Condition()
         self._jobs: deque[_Job] = deque()
         self._current: _Job | None = None
-        self._queued = 0  # spans in _jobs plus the uncounted ones of _current
         self._deadline: float | None = None  # time.monotonic() when flush's budget ends
         self._flushed = False
         self._closed = False
-        # counters (written under _cond)
+        # counters (written under _cond, except the worker's export_requests/export_retries)
         self.spans_exported = 0
         self.spans_failed = 0
         self.spans_failed_at_shutdown = 0  # part of spans_failed
@@ -163,28 +146,17 @@ class OtlpSink:
         self.spans_dropped_queue_full = 0
         self.runs_exported = 0
         self.runs_failed = 0
+        self.export_requests = 0
+        self.export_retries = 0
         self.internal_errors = 0
+        self.pending_spans = 0  # spans in _jobs plus the uncounted ones of _current
         self._worker = threading.Thread(target=self._work, name="ringtrace-otlp", daemon=True)
         self._worker.start()
-
-    # -- counters ------------------------------------------------------------------------------------
 
     @property
     def dropped_spans(self) -> int:
         """Spans never sent on purpose: left out by ``max_spans`` or because the queue was full."""
         return self.spans_dropped_by_budget + self.spans_dropped_queue_full
-
-    @property
-    def pending_spans(self) -> int:
-        return self._queued
-
-    @property
-    def export_requests(self) -> int:
-        return self.exporter.requests
-
-    @property
-    def export_retries(self) -> int:
-        return self.exporter.retries
 
     def stats(self) -> dict[str, int]:
         """All counters by name (read at any time)."""
@@ -205,41 +177,45 @@ class OtlpSink:
     def receive(self, event: SinkEvent) -> None:
         try:
             if type(event) is RunProgress:
-                st = self._runs.get(event.source)
-                if st is None:
-                    st = self._runs[event.source] = _RunState(self._wall(), self.max_spans)
-                add = st.budget.add
+                run = self._runs.get(event.source)
+                if run is None:
+                    run = self._runs[event.source] = (self._wall(), Budget(self.max_spans))
+                add = run[1].add
                 for ev in event.events:
                     if type(ev) is Scope:
                         add(ev)
-            elif type(event) is RunStarted:
+            elif type(event) is RunStarted:  # a new run of the source replaces the old one
                 seen = event.seen_at if event.seen_at > 0 else self._wall()
-                self._runs[event.source] = _RunState(seen, self.max_spans)
+                self._runs[event.source] = (seen, Budget(self.max_spans))
             elif type(event) is RunFinished:
-                st = self._runs.pop(event.source, None) or _RunState(self._wall(), self.max_spans)
-                self._finish(event, st)
+                run = self._runs.pop(event.source, None)
+                seen, budget = run if run is not None else (self._wall(), Budget(self.max_spans))
+                self._finish(event, event.seen_at if event.seen_at > 0 else seen, budget)
         except Exception:  # never into the reader
             with self._cond:
                 self.internal_errors += 1
             log.exception("otlp sink: cannot handle %s", type(event).__name__)
 
-    def _finish(self, fin: RunFinished, st: _RunState) -> None:
+    def _finish(self, fin: RunFinished, seen_at: float, budget: Budget) -> None:
+        """Select the run's scopes and queue it (or count it dropped, or wait: ``backpressure``)."""
         wedged = len(fin.summary.wedged)
-        sel = st.budget.select(reserved=1 + wedged)
+        sel = budget.select(reserved=1 + wedged)
         n = 1 + wedged + len(sel.scopes)
-        job = _Job(fin, st, sel, n)
+
+        def full() -> bool:  # a run larger than the whole queue still goes when the queue is empty
+            return self.pending_spans > 0 and self.pending_spans + n > self.max_queued_spans
+
         with self._cond:
             self.spans_dropped_by_budget += sel.omitted
-            while (self._queued and self._queued + n > self.max_queued_spans and self.backpressure
-                   and not self._closed):
+            while full() and self.backpressure and not self._closed:
                 self._cond.wait()
-            if self._closed or (self._queued and self._queued + n > self.max_queued_spans):
+            if self._closed or full():
                 self.spans_dropped_queue_full += n
                 log.warning("otlp: export queue full (%d spans waiting): %d spans of %s dropped",
-                            self._queued, n, fin.source.path)
+                            self.pending_spans, n, fin.source.path)
                 return
-            self._jobs.append(job)
-            self._queued += n
+            self._jobs.append(_Job(fin, sel, seen_at, n))
+            self.pending_spans += n
             self._flushed = False
             self._cond.notify_all()
 
@@ -251,9 +227,6 @@ class OtlpSink:
             return 0.0
         deadline = self._deadline
         return math.inf if deadline is None else deadline - time.monotonic()
-
-    def _shutting_down(self) -> bool:
-        return self._deadline is not None or self._stop.is_set()
 
     def _nap(self, seconds: float) -> None:
         """The retry wait: ends early when flush sets a deadline or close stops the sink."""
@@ -290,7 +263,7 @@ class OtlpSink:
         if at_shutdown:
             self.spans_failed_at_shutdown += failed
         job.left -= delivered + failed
-        self._queued -= delivered + failed
+        self.pending_spans -= delivered + failed
         job.failed = job.failed or failed > 0
         if not job.left:
             if job.failed:
@@ -299,30 +272,65 @@ class OtlpSink:
                 self.runs_exported += 1
 
     def _export_run(self, job: _Job) -> None:
-        fin, st = job.fin, job.state
-        if self._time_left() <= 0:
-            with self._cond:
-                if self._current is job:
-                    self._count(job, 0, job.left, at_shutdown=True)
-            return
+        """Build the run's spans and send them batch by batch; what the deadline leaves fails at shutdown."""
+        fin = job.fin
         # a run's key (path + file identity) names it across restarts: re-sent spans keep their ids
-        seen_at = fin.seen_at if fin.seen_at > 0 else st.seen_at
-        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, seen_at)
-        spans = build_spans(fin, job.selection, ids, TimeAxis(seen_at, self.tick), self.tick,
-                            self.max_spans, max(fin.last_line, 1))
+        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, job.seen_at)
+        spans = [] if self._time_left() <= 0 else build_spans(
+            fin, job.selection, ids, TimeAxis(job.seen_at, self.tick), self.tick, self.max_spans,
+            max(fin.last_line, 1))
         for i in range(0, len(spans), self.batch_size):
-            chunk = spans[i:i + self.batch_size]
-            n = len(chunk)
             if self._time_left() <= 0:
-                with self._cond:
-                    if self._current is job:
-                        self._count(job, 0, job.left, at_shutdown=True)
-                return
-            d = self.exporter.export(self._encoder.request(ids.trace_id, chunk), n, self._time_left)
+                break
+            chunk = spans[i:i + self.batch_size]
+            delivered = self._deliver(self._encoder.request(ids.trace_id, chunk), len(chunk))
             with self._cond:
                 if self._current is not job:
                     return
-                self._count(job, d.delivered, n - d.delivered, at_shutdown=self._shutting_down())
+                shutting_down = self._deadline is not None or self._stop.is_set()
+                self._count(job, delivered, len(chunk) - delivered, at_shutdown=shutting_down)
+        with self._cond:
+            if self._current is job:
+                self._count(job, 0, job.left, at_shutdown=True)
+
+    def _deliver(self, payload: bytes, n: int) -> int:
+        """Send one batch of ``n`` spans with :attr:`retry`; how many were delivered.  No try or wait
+        goes past the policy's ``max_elapsed`` or the shutdown deadline; non-retryable answers fail at once."""
+        p = self.retry
+        started = self._clock()
+        delay = p.first_delay
+        attempt = 0
+        while True:
+            budget = min(p.max_elapsed - (self._clock() - started), self._time_left())
+            if budget <= 0:
+                return 0
+            attempt += 1
+            self.export_requests += 1
+            try:
+                got = self.transport.send(payload, min(self.settings.timeout, budget))
+            except Exception as err:  # a transport bug must not kill the worker
+                got = Attempt(False, True, f"{type(err).__name__}: {err}")
+            if got.ok:
+                if got.rejected:
+                    log.warning("otlp: the receiver rejected %d of %d spans: %s", got.rejected, n, got.reason)
+                return max(0, n - got.rejected)
+            if self._time_left() <= 0:
+                return 0  # cut at the deadline: the sink's closing line says it
+            if not got.retryable:
+                log.warning("otlp: %d spans refused, not retried: %s", n, got.reason)
+                return 0
+            wait = delay * self._uniform(1 - p.jitter, 1 + p.jitter) if p.jitter else delay
+            wait = max(wait, got.retry_after or 0.0)
+            elapsed = self._clock() - started
+            if attempt >= p.attempts or elapsed + wait > p.max_elapsed or wait >= self._time_left():
+                log.warning("otlp: %d spans failed after %d attempt(s) in %.1fs: %s", n, attempt, elapsed,
+                            got.reason)
+                return 0
+            log.info("otlp: export of %d spans failed (attempt %d: %s), retrying in %.2fs", n, attempt,
+                     got.reason, wait)
+            self.export_retries += 1
+            self._sleep(wait)
+            delay = min(delay * 2, p.max_delay)
 
     # -- end of life -------------------------------------------------------------------------------------
 
@@ -357,7 +365,7 @@ class OtlpSink:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed or not self._worker.is_alive():
                     if not self._closed:  # close's line counts what was lost
-                        log.info("otlp: flush timed out with %d spans waiting", self._queued)
+                        log.info("otlp: flush timed out with %d spans waiting", self.pending_spans)
                     return False
                 self._cond.wait(left)
         return True
@@ -380,27 +388,22 @@ class OtlpSink:
         self._abort()
         self._worker.join(self.close_grace)
         with self._cond:
-            for job in [*([self._current] if self._current is not None else []), *self._jobs]:
-                self._count(job, 0, job.left, at_shutdown=True)
+            for job in (self._current, *self._jobs):
+                if job is not None:
+                    self._count(job, 0, job.left, at_shutdown=True)
             self._current = None
             self._jobs.clear()
             self._cond.notify_all()
-            s = self.stats()
-            lost = s["spans_failed"] + s["spans_dropped_queue_full"]
-            shutdown = self.spans_failed_at_shutdown
-        line = (f"otlp: {lost} spans lost ({s['spans_failed']} failed, {shutdown} of them undelivered at "
-                f"shutdown; {s['spans_dropped_queue_full']} dropped on a full queue), {s['spans_exported']} "
-                f"exported to {self.settings.url}")
-        if lost:
-            log.warning(line)
-        else:
-            log.info(line)
+            lost = self.spans_failed + self.spans_dropped_queue_full
+            line = (f"otlp: {lost} spans lost ({self.spans_failed} failed, {self.spans_failed_at_shutdown} of them "
+                    f"undelivered at shutdown; {self.spans_dropped_queue_full} dropped on a full queue), "
+                    f"{self.spans_exported} exported to {self.settings.url}")
+        (log.warning if lost else log.info)(line)
 
     def outcome(self) -> list[str]:
         """One line for people (``convert`` prints it): what was sent, left out and lost."""
-        s = self.stats()
-        line = (f"otlp: {s['spans_exported']} spans exported in {s['runs_exported']} trace(s)"
-                f", {s['spans_dropped_by_budget']} left out by --otlp-max-spans")
-        if s["spans_failed"] or s["spans_dropped_queue_full"]:
-            line += f"; {s['spans_failed']} failed, {s['spans_dropped_queue_full']} dropped (queue full)"
+        line = (f"otlp: {self.spans_exported} spans exported in {self.runs_exported} trace(s)"
+                f", {self.spans_dropped_by_budget} left out by --otlp-max-spans")
+        if self.spans_failed or self.spans_dropped_queue_full:
+            line += f"; {self.spans_failed} failed, {self.spans_dropped_queue_full} dropped (queue full)"
         return [line]

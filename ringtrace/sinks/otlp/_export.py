@@ -7,36 +7,33 @@
   without a scheme means ``http://`` (plain text) unless ``..._INSECURE=false`` asks for TLS.  A
   value that cannot be used raises ``ValueError`` naming the variable.
 * **Transports**: gRPC is a generic unary call (``Channel.unary_unary`` with no serializer: the
-  bytes go out as they are) on a ``grpc`` channel; HTTP is a ``POST`` with ``Content-Type:
-  application/x-protobuf`` on one kept-alive ``http.client`` connection.  ``send`` never raises:
-  it answers an :class:`Attempt` (delivered, or failed and whether a retry may help, following
-  the OTLP specification's retryable codes, with the receiver's ``Retry-After`` / gRPC ``RetryInfo``).
-  ``abort`` cuts a request in flight (shutdown).
-* **The one retry layer** (:class:`Exporter`): exponential backoff with jitter, capped per batch
-  (``RetryPolicy.max_elapsed``) and never past the caller's deadline; non-retryable answers fail
-  at once.  Injectable ``clock``/``sleep``/``uniform`` make it testable without waiting.
+  bytes go out as they are); HTTP is a ``POST`` with ``Content-Type: application/x-protobuf`` on
+  one kept-alive ``http.client`` connection.  ``send`` (the sink's worker) never raises: it answers
+  an :class:`Attempt` (delivered, or failed and whether a retry may help, following the OTLP
+  specification's retryable codes, with the receiver's ``Retry-After`` / gRPC ``RetryInfo``).
+  ``abort`` (any thread) cuts a request in flight and fails every later one: shutdown.
+* The one retry layer is the sink's, following :class:`RetryPolicy`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
-import logging
 import math
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from typing import Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
 
 import grpc
 import msgspec
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-log = logging.getLogger("ringtrace.sinks.otlp")
 
 OtlpProtocol = Literal["grpc", "http/protobuf"]
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -68,6 +65,18 @@ class ExportSettings(msgspec.Struct, frozen=True):
         return urlsplit(self.url).netloc
 
 
+class RetryPolicy(msgspec.Struct, frozen=True):
+    """A retryable failure is retried after ``first_delay`` x a jitter factor in [1 - jitter, 1 + jitter],
+    the delay doubling up to ``max_delay``; at most ``attempts`` tries, and no retry (nor any wait) past
+    ``max_elapsed`` seconds after the first try.  A receiver's ``Retry-After`` lengthens a delay."""
+
+    attempts: int = 10
+    first_delay: float = 0.5
+    max_delay: float = 4.0
+    max_elapsed: float = 10.0
+    jitter: float = 0.2
+
+
 def http_traces_url(endpoint: str) -> str:
     """``--otlp-endpoint`` is a base URL like ``OTEL_EXPORTER_OTLP_ENDPOINT``: ``/v1/traces`` is added
     when it has no path; a URL with a path is used as given."""
@@ -78,9 +87,7 @@ def parse_headers(value: str, name: str) -> tuple[tuple[str, str], ...]:
     """``k1=v1,k2=v2`` with percent-encoded values (the W3C baggage format the specification uses);
     keys lower-cased (gRPC metadata must be)."""
     out = []
-    for item in value.split(","):
-        if not item.strip():
-            continue
+    for item in filter(str.strip, value.split(",")):
         key, eq, val = item.partition("=")
         key = unquote(key).strip().lower()
         if not eq or not key:
@@ -94,6 +101,7 @@ def resolve(endpoint: str | None, protocol: str, timeout: float | None,
     """The settings for ``protocol``: the flag's ``endpoint`` first, else the environment (see the module doc)."""
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"unknown OTLP protocol {protocol!r} (expected grpc or http/protobuf)")
+    http = protocol == "http/protobuf"
 
     def get(key: str) -> tuple[str, str] | None:
         for name in (f"OTEL_EXPORTER_OTLP_TRACES_{key}", f"OTEL_EXPORTER_OTLP_{key}"):
@@ -101,25 +109,29 @@ def resolve(endpoint: str | None, protocol: str, timeout: float | None,
                 return name, env[name].strip()
         return None
 
-    insecure = get("INSECURE")
-    if insecure is not None and insecure[1].lower() not in ("true", "false"):
-        raise ValueError(f"{insecure[0]}: expected true or false, got {insecure[1]!r}")
-    plain_scheme = "https://" if insecure is not None and insecure[1].lower() == "false" else "http://"
-    source = "--otlp-endpoint"
+    def choice(key: str, a: str, b: str) -> str | None:
+        got = get(key)
+        if got is not None and got[1].lower() not in (a, b):
+            raise ValueError(f"{got[0]}: expected {a} or {b}, got {got[1]!r}")
+        return None if got is None else got[1].lower()
+
+    insecure = choice("INSECURE", "true", "false")
+    signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     if endpoint:
-        url = endpoint if "://" in endpoint else plain_scheme + endpoint
-        if protocol == "http/protobuf":
-            url = http_traces_url(url)
-    elif (signal := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()):
-        source = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-        url = signal if "://" in signal else plain_scheme + signal  # the signal's URL is used as given
-    elif (base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
-        source = "OTEL_EXPORTER_OTLP_ENDPOINT"
-        url = base if "://" in base else plain_scheme + base
-        if protocol == "http/protobuf":
-            url = url.rstrip("/") + "/v1/traces"
+        source, url = "--otlp-endpoint", endpoint
+    elif signal:  # the signal's URL is used as given
+        source, url = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", signal
+    elif base:
+        source, url = "OTEL_EXPORTER_OTLP_ENDPOINT", base
     else:
-        url = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318/v1/traces"
+        source, url = "the default", "http://localhost:4318/v1/traces" if http else "http://localhost:4317"
+    if "://" not in url:
+        url = ("https://" if insecure == "false" else "http://") + url
+    if http and source == "--otlp-endpoint":
+        url = http_traces_url(url)
+    elif http and source == "OTEL_EXPORTER_OTLP_ENDPOINT":
+        url = url.rstrip("/") + "/v1/traces"
     parts = urlsplit(url)
     try:
         port = parts.port
@@ -127,42 +139,27 @@ def resolve(endpoint: str | None, protocol: str, timeout: float | None,
         raise ValueError(f"{source}: {url!r}: {err}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{source}: {url!r} is not an http:// or https:// URL with a host")
-    if protocol == "grpc":
-        url = f"{parts.scheme}://{parts.hostname if ':' not in parts.hostname else f'[{parts.hostname}]'}" \
-              f":{port or (443 if parts.scheme == 'https' else 4317)}"
+    if not http:
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        url = f"{parts.scheme}://{host}:{port or (443 if parts.scheme == 'https' else 4317)}"
 
     if timeout is None and (t := get("TIMEOUT")) is not None:
         try:
             timeout = float(t[1]) / 1000.0
         except ValueError:
-            raise ValueError(f"{t[0]}: expected milliseconds, got {t[1]!r}") from None
+            timeout = math.nan
         if not (math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"{t[0]}: expected a positive number of milliseconds, got {t[1]!r}")
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     if not (math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"OTLP timeout must be a positive number of seconds, got {timeout!r}")
-    compression: Literal["gzip", "none"] = "none"
-    if (c := get("COMPRESSION")) is not None:
-        if c[1].lower() not in ("gzip", "none"):
-            raise ValueError(f"{c[0]}: expected gzip or none, got {c[1]!r}")
-        compression = "gzip" if c[1].lower() == "gzip" else "none"
+    compression: Literal["gzip", "none"] = "gzip" if choice("COMPRESSION", "gzip", "none") == "gzip" else "none"
     headers = get("HEADERS")
-    files = {k: (v[1] if (v := get(k)) is not None else None)
-             for k in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")}
-    proto: OtlpProtocol = "grpc" if protocol == "grpc" else "http/protobuf"
-    return ExportSettings(proto, url, parts.scheme == "https",
+    cert, key, client_cert = (v[1] if (v := get(k)) else None for k in ("CERTIFICATE", "CLIENT_KEY",
+                                                                        "CLIENT_CERTIFICATE"))
+    return ExportSettings("http/protobuf" if http else "grpc", url, parts.scheme == "https",
                           parse_headers(headers[1], headers[0]) if headers else (), timeout, compression,
-                          files["CERTIFICATE"], files["CLIENT_KEY"], files["CLIENT_CERTIFICATE"])
-
-
-def _read(path: str | None, what: str) -> bytes | None:
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as err:
-        raise ValueError(f"OTEL_EXPORTER_OTLP_{what}: cannot read {path}: {err.strerror or err}") from None
+                          cert, key, client_cert)
 
 
 # -- transports ---------------------------------------------------------------------------------------
@@ -178,6 +175,9 @@ class Attempt(NamedTuple):
     retry_after: float | None = None
 
 
+SHUTTING_DOWN = Attempt(False, reason="shutting down")
+
+
 def _partial(body: bytes) -> Attempt:
     try:
         resp = ExportTraceServiceResponse.FromString(body)
@@ -189,7 +189,7 @@ def _partial(body: bytes) -> Attempt:
 
 def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
     """(field number, value) of a protobuf message: varints as ints, length-delimited as bytes."""
-    i, n = 0, len(buf)
+    i = 0
 
     def varint() -> int:
         nonlocal i
@@ -202,7 +202,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
                 return out
             shift += 7
 
-    while i < n:
+    while i < len(buf):
         key = varint()
         wire = key & 7
         if wire == 0:
@@ -219,24 +219,16 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
 
 def grpc_retry_delay(status_details: bytes) -> float | None:
     """The ``google.rpc.RetryInfo`` delay in a ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``
-    whose ``details`` are ``Any`` messages), which the OTLP specification asks clients to honour."""
-
-    def sub(fields: dict[int, int | bytes], num: int) -> bytes:
-        v = fields.get(num, b"")
-        return v if isinstance(v, bytes) else b""
-
+    whose field 3 holds ``Any`` details), which the OTLP specification asks clients to honour."""
     try:
         for num, detail in _fields(status_details):
-            if num != 3 or not isinstance(detail, bytes):
-                continue
-            anything = dict(_fields(detail))
-            if sub(anything, 1) != b"type.googleapis.com/google.rpc.RetryInfo":
-                continue
-            delay = dict(_fields(sub(dict(_fields(sub(anything, 2))), 1)))
-            seconds, nanos = delay.get(1, 0), delay.get(2, 0)
-            if isinstance(seconds, int) and isinstance(nanos, int):
-                return max(0.0, seconds + nanos / 1e9)
-    except (IndexError, ValueError):  # not a Status: no delay
+            if num == 3 and isinstance(detail, bytes):
+                anything = AnyMessage.FromString(detail)
+                if anything.type_url == "type.googleapis.com/google.rpc.RetryInfo":
+                    got = dict(_fields(anything.value)).get(1)  # RetryInfo.retry_delay
+                    delay = Duration.FromString(got if isinstance(got, bytes) else b"")
+                    return max(0.0, delay.seconds + delay.nanos / 1e9)
+    except (IndexError, ValueError, DecodeError):  # not a Status: no delay
         return None
     return None
 
@@ -245,6 +237,16 @@ class Transport(Protocol):
     def send(self, payload: bytes, timeout: float) -> Attempt: ...
 
     def abort(self) -> None: ...
+
+
+def _read(path: str | None, what: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise ValueError(f"OTEL_EXPORTER_OTLP_{what}: cannot read {path}: {err.strerror or err}") from None
 
 
 class GrpcTransport:
@@ -277,23 +279,22 @@ class GrpcTransport:
 
     def send(self, payload: bytes, timeout: float) -> Attempt:
         if self._aborted:
-            return Attempt(False, reason="shutting down")
+            return SHUTTING_DOWN
         try:
             answer = self._call(payload, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as err:
             if self._aborted:
-                return Attempt(False, reason="shutting down")
-            code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
-            details = err.details() if isinstance(err, grpc.Call) else str(err)
+                return SHUTTING_DOWN
+            if not isinstance(err, grpc.Call):
+                return Attempt(False, False, f"UNKNOWN: {err}")
+            code = err.code()
             if code == grpc.StatusCode.UNAVAILABLE:
                 with self._lock:
                     if not self._aborted:
                         self.channel.close()
                         self._open()
-            trailers: Iterable[tuple[str, str | bytes]] = (
-                (err.trailing_metadata() or ()) if isinstance(err, grpc.Call) else ())
-            detail = next((v for k, v in trailers if k == "grpc-status-details-bin"), None)
-            return Attempt(False, code in RETRYABLE_GRPC, f"{code.name}: {details}",
+            detail = next((v for k, v in err.trailing_metadata() or () if k == "grpc-status-details-bin"), None)
+            return Attempt(False, code in RETRYABLE_GRPC, f"{code.name}: {err.details()}",
                            retry_after=grpc_retry_delay(detail) if isinstance(detail, bytes) else None)
         except Exception as err:  # grpc raises ValueError on a closed channel
             return Attempt(False, not self._aborted, f"{type(err).__name__}: {err}")
@@ -362,7 +363,7 @@ class HttpTransport:
             except (OSError, HTTPException) as err:
                 self._drop()
                 if self._aborted:
-                    return Attempt(False, reason="shutting down")
+                    return SHUTTING_DOWN
                 if reused and not isinstance(err, TimeoutError):
                     continue  # the kept-alive connection had gone stale: once more on a fresh one
                 return Attempt(False, True, f"{type(err).__name__}: {err}")
@@ -371,8 +372,13 @@ class HttpTransport:
             if 200 <= resp.status < 300:
                 return _partial(data)
             text = data[:200].decode(errors="replace").strip()
+            after = resp.getheader("Retry-After")
+            try:  # seconds; an HTTP date is not worth a parser: the backoff applies
+                retry_after = max(0.0, float(after)) if after else None
+            except ValueError:
+                retry_after = None
             return Attempt(False, resp.status in RETRYABLE_HTTP, f"HTTP {resp.status} {resp.reason}: {text}",
-                           retry_after=_retry_after(resp.getheader("Retry-After")))
+                           retry_after=retry_after)
         raise AssertionError("unreachable")
 
     def abort(self) -> None:
@@ -382,91 +388,3 @@ class HttpTransport:
         if conn is not None and conn.sock is not None:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in the worker
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:  # an HTTP date: not worth a parser, the backoff applies
-        return None
-
-
-def make_transport(s: ExportSettings, user_agent: str) -> Transport:
-    return GrpcTransport(s, user_agent) if s.protocol == "grpc" else HttpTransport(s, user_agent)
-
-
-# -- the retry layer --------------------------------------------------------------------------------------
-
-
-class RetryPolicy(msgspec.Struct, frozen=True):
-    """A retryable failure is retried after ``first_delay`` x a jitter factor in [1 - jitter, 1 + jitter],
-    the delay doubling up to ``max_delay``; at most ``attempts`` tries, and no retry (nor any wait) past
-    ``max_elapsed`` seconds after the first try.  A receiver's ``Retry-After`` lengthens a delay."""
-
-    attempts: int = 10
-    first_delay: float = 0.5
-    max_delay: float = 4.0
-    max_elapsed: float = 10.0
-    jitter: float = 0.2
-
-
-class Delivery(NamedTuple):
-    """One batch's fate: ``delivered`` of ``n`` spans; the rest failed (``reason``)."""
-
-    delivered: int
-    reason: str = ""
-
-
-class Exporter:
-    """Sends one batch at a time with :class:`RetryPolicy`.  ``requests``/``retries`` count attempts."""
-
-    def __init__(self, transport: Transport, policy: RetryPolicy, timeout: float, *,
-                 clock: Callable[[], float], sleep: Callable[[float], object],
-                 uniform: Callable[[float, float], float]) -> None:
-        self.transport = transport
-        self.policy = policy
-        self.timeout = timeout
-        self._clock = clock
-        self._sleep = sleep
-        self._uniform = uniform
-        self.requests = 0
-        self.retries = 0
-
-    def export(self, payload: bytes, n: int, time_left: Callable[[], float]) -> Delivery:
-        """Deliver ``payload`` (``n`` spans).  ``time_left()``: seconds until the caller's deadline
-        (``inf`` for none, <= 0 once it passed or the sink stops); no try or wait goes past it."""
-        p = self.policy
-        started = self._clock()
-        delay = p.first_delay
-        attempt = 0
-        while True:
-            budget = min(p.max_elapsed - (self._clock() - started), time_left())
-            if budget <= 0:
-                return Delivery(0, "out of time" if attempt else "shutting down")
-            attempt += 1
-            self.requests += 1
-            try:
-                got = self.transport.send(payload, min(self.timeout, budget))
-            except Exception as err:  # a transport bug must not kill the worker
-                got = Attempt(False, True, f"{type(err).__name__}: {err}")
-            if not got.ok and time_left() <= 0:
-                return Delivery(0, "shutting down")  # cut at the deadline: the sink's closing line says it
-            if got.ok:
-                if got.rejected:
-                    log.warning("otlp: the receiver rejected %d of %d spans: %s", got.rejected, n, got.reason)
-                return Delivery(max(0, n - got.rejected), got.reason)
-            if not got.retryable:
-                log.warning("otlp: %d spans refused, not retried: %s", n, got.reason)
-                return Delivery(0, got.reason)
-            wait = delay * self._uniform(1 - p.jitter, 1 + p.jitter) if p.jitter else delay
-            wait = max(wait, got.retry_after or 0.0)
-            elapsed = self._clock() - started
-            if attempt >= p.attempts or elapsed + wait > p.max_elapsed or wait >= time_left():
-                log.warning("otlp: %d spans failed after %d attempt(s) in %.1fs: %s", n, attempt, elapsed,
-                            got.reason)
-                return Delivery(0, got.reason)
-            log.info("otlp: export of %d spans failed (attempt %d: %s), retrying in %.2fs", n, attempt,
-                     got.reason, wait)
-            self.retries += 1
-            self._sleep(wait)
-            delay = min(delay * 2, p.max_delay)
