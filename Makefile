@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench system-deps proto clean
+.PHONY: demo test lint typecheck pytest bench system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy ringtrace
 
-pytest: $(STAMP) system-deps
+# The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
+# release the registry has (within protobuf < 8, which the Perfetto module needs), so the
+# tests run against what a user installing today gets, not what this venv once resolved.
+otel-newest: $(STAMP)
+	$(BIN)/python -m pip install -q --upgrade 'protobuf>=7.35.1,<8' opentelemetry-api opentelemetry-sdk \
+		opentelemetry-proto opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http
+	@$(BIN)/python -c "from importlib.metadata import version as v; print('OpenTelemetry under test: sdk', v('opentelemetry-sdk'), 'proto', v('opentelemetry-proto'))"
+
+pytest: $(STAMP) system-deps otel-newest
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
