@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import msgspec
@@ -38,6 +38,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as StockHttp
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -57,13 +58,13 @@ from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_ur
 from ringtrace.sinks.otlp._export import Attempt, resolve
 from ringtrace.sinks.otlp._select import METRICS, Budget
 from ringtrace.sinks.otlp._spans import (
-    EncodedBatch,
     RunIds,
     SpanData,
     SpanEvent,
     TimeAxis,
     WireEncoder,
     build_spans,
+    to_readable,
 )
 from tests._sinks import Collect
 from tests.conftest import SAMPLES, encode_lines, meta, rec
@@ -905,7 +906,18 @@ def test_watch_exits_on_sigterm_within_the_budget(tmp_path: Path, protocol: Prot
 # -- encoding, endpoints, environment ---------------------------------------------------------------------
 
 
-def sample_batches() -> Iterator[EncodedBatch]:
+class Batch(NamedTuple):
+    """The same spans of one trace as our encoder's bytes and as SDK ``ReadableSpan`` objects."""
+
+    payload: bytes
+    spans: list[ReadableSpan]
+
+
+def encoded(enc: WireEncoder, trace_id: bytes, spans: list[SpanData]) -> Batch:
+    return Batch(enc.request(trace_id, spans), [to_readable(trace_id, sp, enc.resource, enc.scope) for sp in spans])
+
+
+def sample_batches() -> Iterator[Batch]:
     res = Resource.create({"service.name": "ringtrace", "n": 3, "list": ("a", "b")})
     enc = WireEncoder(res, InstrumentationScope("ringtrace", "9.9"))
     files, _ = find_sources([str(SAMPLES)])
@@ -918,15 +930,15 @@ def sample_batches() -> Iterator[EncodedBatch]:
         ids = RunIds(path, 0, col.seen[path])
         spans = build_spans(fin, budget.select(1 + len(fin.summary.wedged)), ids, TimeAxis(col.seen[path], 1e-6),
                             1e-6, 200, col.last_line[path])
-        yield EncodedBatch(enc, ids.trace_id, spans)
+        yield encoded(enc, ids.trace_id, spans)
 
 
 def test_wire_encoder_equals_the_sdk_encoder_on_samples() -> None:
     n = 0
     for batch in sample_batches():
         ours = ExportTraceServiceRequest.FromString(batch.payload)
-        assert ours == encode_spans(list(batch))
-        n += len(batch)
+        assert ours == encode_spans(batch.spans)
+        n += len(batch.spans)
     assert n > 900  # the budget (200 per run) left out some scopes: peaks/parents still encode
 
 
@@ -948,8 +960,8 @@ def test_wire_encoder_equals_the_sdk_encoder_on_any_values(
     spans = [SpanData(ids.span_id(1), b"", name, t0, t0 + 5, attrs, error,
                       (SpanEvent("ev", t0, attrs),), scope, caps if as_scope else ()),
              SpanData(ids.span_id(2), ids.span_id(1), "child", t0, t0, [], None)]
-    batch = EncodedBatch(WireEncoder(Resource({"k": "v"}), InstrumentationScope("ringtrace")), ids.trace_id, spans)
-    assert ExportTraceServiceRequest.FromString(batch.payload) == encode_spans(list(batch))
+    batch = encoded(WireEncoder(Resource({"k": "v"}), InstrumentationScope("ringtrace")), ids.trace_id, spans)
+    assert ExportTraceServiceRequest.FromString(batch.payload) == encode_spans(batch.spans)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -968,7 +980,7 @@ def test_stock_sdk_exporter_receives_the_same_spans(rx: OtlpReceiver, protocol: 
     stock: SpanExporter = (StockGrpc(endpoint=rx.grpc_endpoint) if protocol == "grpc"
                            else StockHttp(endpoint=http_traces_url(rx.http_endpoint)))
     try:
-        assert all(stock.export(b) is SpanExportResult.SUCCESS for b in batches)
+        assert all(stock.export(b.spans) is SpanExportResult.SUCCESS for b in batches)
     finally:
         stock.shutdown()
     theirs = received()

@@ -13,9 +13,8 @@
   at ``t(last line + 1)``.  The root span states this in ``ringtrace.time_axis``.
 * **Wire.**  :class:`WireEncoder` writes ``ExportTraceServiceRequest`` protobuf bytes directly
   (the SDK's generic encoder builds ~45 protobuf objects per span and costs 5-8x the CPU, see
-  ``tests/bench/bench_otlp.py``); tests prove its output parses equal to the SDK encoder's.
-  :class:`EncodedBatch` carries the bytes *and* is a ``Sequence[ReadableSpan]`` built on
-  demand, so a stock SDK exporter can send it the slow way.
+  ``tests/bench/bench_otlp.py``); tests prove its output parses equal to the SDK encoder's on
+  the same spans made SDK ``ReadableSpan`` objects (:func:`to_readable`).
 
 Pure: no I/O, no clock (``seen_at`` comes from the caller).
 """
@@ -26,7 +25,7 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from hashlib import blake2b
-from typing import Any, overload
+from typing import Any
 
 import msgspec
 from opentelemetry.sdk.resources import Resource
@@ -35,7 +34,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ringtrace.diagnose import ORCH_ERRORS
-from ringtrace.records import RESOURCES, Meta, OpenScope, RunFinished, Scope, WedgeCause
+from ringtrace.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
 from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
 from ._select import METRICS, Selection
@@ -111,10 +110,6 @@ def describe_axis(tick: float) -> str:
 # -- building ----------------------------------------------------------------------------------
 
 
-def _caps(meta: Meta | None, ring: int) -> tuple[int | None, ...]:
-    return tuple(None if meta is None else meta.capacity(r, ring) for r in RESOURCES)
-
-
 def scope_attrs(scope: Scope, caps: Sequence[int | None]) -> Attrs:
     """``ringtrace.depth/ring/line/end_line`` and, per resource, the three figures and their ratios."""
     out: Attrs = [("ringtrace.depth", scope.depth), ("ringtrace.ring", scope.ring),
@@ -161,24 +156,30 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
     return out
 
 
+def _finding_event(f: Finding, at_ns: int) -> SpanEvent:
+    attrs: Attrs = [("ringtrace.rule", f.rule), ("ringtrace.severity", f.severity), ("ringtrace.message", f.message)]
+    attrs += [(f"{PREFIX}{k}", v) for k, v in (("ring", f.ring), ("resource", f.resource), ("site", f.site))
+              if v is not None]
+    return SpanEvent("ringtrace.finding", at_ns, attrs)
+
+
 def _wedged_event(w: OpenScope, cause: WedgeCause | None, at_ns: int) -> SpanEvent:
     """The ring and the resource closest to capacity at the last sample, and the likely code: the
     run's :class:`WedgeCause` for this scope (diagnosed once, with the configured thresholds and the
     host log, so the span says what ``summary`` says)."""
-    resource = (cause.resource if cause is not None else None) or "unknown"
-    ratio = cause.fill if cause is not None else 0.0
-    code = cause.code if cause is not None else None
+    c = cause or WedgeCause(w.ring, None, 0.0)
+    resource, code = c.resource or "unknown", c.code
     attrs: Attrs = [("ringtrace.ring", w.ring), ("ringtrace.resource", resource),
-                    ("ringtrace.fill_ratio", float(ratio))]
+                    ("ringtrace.fill_ratio", float(c.fill))]
     name = ORCH_ERRORS[code][0] if code in ORCH_ERRORS else ""
     if code is not None:
         attrs += [("ringtrace.orch_error_code", code), ("ringtrace.orch_error", name)]
-    if cause is not None and cause.confirmed is not None:
-        attrs.append(("ringtrace.confirmed_by_host_log", cause.confirmed))
+    if c.confirmed is not None:
+        attrs.append(("ringtrace.confirmed_by_host_log", c.confirmed))
     where = "tensormap" if code == 11 else f"ring {w.ring} {resource}"
-    text = f"scope {w.site} never closed; {where} at {100 * ratio:.0f}% of capacity at the last sample"
+    text = f"scope {w.site} never closed; {where} at {100 * c.fill:.0f}% of capacity at the last sample"
     if code is not None:
-        said = "orch_error_code" if cause is not None and cause.confirmed else "likely orch_error_code"
+        said = "orch_error_code" if c.confirmed else "likely orch_error_code"
         text += f": {said}={code} {name}".rstrip()
     attrs.append(("ringtrace.message", text))
     return SpanEvent("ringtrace.wedged", at_ns, attrs)
@@ -190,23 +191,16 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
     s = fin.summary
     end_ns = axis.at(last_line + 1)
     root_id = ids.span_id(0)
-    root_err = None
-    wedge = next((f for f in fin.findings if f.rule == "wedged"), None)
-    if wedge is not None:
-        root_err = wedge.message
-    elif s.meta is not None and s.meta.fatal:
-        root_err = "a fatal was latched mid-run (\"fatal\": true)"
-    events = tuple(SpanEvent("ringtrace.finding", end_ns, _finding_attrs(f.rule, f.severity, f.message, f.ring,
-                                                                      f.resource, f.site))
-                   for f in fin.findings)
+    wedge = next((f.message for f in fin.findings if f.rule == "wedged"), None)
+    fatal = "a fatal was latched mid-run (\"fatal\": true)" if s.meta is not None and s.meta.fatal else None
+    events = tuple(_finding_event(f, end_ns) for f in fin.findings)
     spans = [SpanData(root_id, b"", fin.source.name, axis.at(1), end_ns,
-                      root_attrs(fin, tick, sel, max_spans, last_line), root_err, events)]
-    present = {0: root_id}
+                      root_attrs(fin, tick, sel, max_spans, last_line), fatal if wedge is None else wedge, events)]
+    present = {0: root_id}  # begin line -> span id, of the spans so far
     parent = root_id
     causes = fin.wedge_causes
     for i, w in enumerate(s.wedged):
-        sid = ids.span_id(w.line)
-        present[w.line] = sid
+        sid = present[w.line] = ids.span_id(w.line)
         inner = i == len(s.wedged) - 1
         attrs: Attrs = [("ringtrace.depth", w.depth), ("ringtrace.ring", w.ring), ("ringtrace.line", w.line),
                         ("ringtrace.wedged", True), ("ringtrace.innermost", inner)]
@@ -214,39 +208,26 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
                               f"wedged: scope {w.site} never closed" + (" (the run stopped here)" if inner else ""),
                               (_wedged_event(w, causes[i] if i < len(causes) else None, end_ns),)))
         parent = sid
-    span_id = ids.span_id
-    for scope in sel.scopes:
-        present[scope.begin_line] = span_id(scope.begin_line)
     caps_by_ring: dict[int, tuple[int | None, ...]] = {}
-    peaks = sel.peaks
     base, tick_ns = axis.base_ns, axis.tick_ns
-    for scope in sel.scopes:
+    for scope in sel.scopes:  # by begin line: an enclosing scope comes before the scopes inside it
         caps = caps_by_ring.get(scope.ring)
         if caps is None:
-            caps = caps_by_ring[scope.ring] = _caps(s.meta, scope.ring)
+            meta = s.meta
+            caps = caps_by_ring[scope.ring] = tuple(None if meta is None else meta.capacity(r, scope.ring)
+                                                    for r in RESOURCES)
         extra: Attrs = []
         pid = present.get(scope.parent_line)
         if pid is None:  # its enclosing begin never paired (unmatched): hang it off the root
             pid = root_id
             extra.append(("ringtrace.parent_line", scope.parent_line))
-        labels = peaks.get(scope.begin_line)
+        labels = sel.peaks.get(scope.begin_line)
         if labels:
             extra.append(("ringtrace.peak", labels))
-        spans.append(SpanData(present[scope.begin_line], pid, scope.site, base + round(scope.begin_line * tick_ns),
+        sid = present[scope.begin_line] = ids.span_id(scope.begin_line)
+        spans.append(SpanData(sid, pid, scope.site, base + round(scope.begin_line * tick_ns),
                               base + round(scope.end_line * tick_ns), extra, None, (), scope, caps))
     return spans
-
-
-def _finding_attrs(rule: str, severity: str, message: str, ring: int | None, resource: str | None,
-                   site: str | None) -> Attrs:
-    out: Attrs = [("ringtrace.rule", rule), ("ringtrace.severity", severity), ("ringtrace.message", message)]
-    if ring is not None:
-        out.append(("ringtrace.ring", ring))
-    if resource is not None:
-        out.append(("ringtrace.resource", resource))
-    if site is not None:
-        out.append(("ringtrace.site", site))
-    return out
 
 
 # -- protobuf wire format (opentelemetry/proto/{collector/trace,trace,common,resource}/v1/*.proto) ---------
@@ -303,11 +284,6 @@ _TRUE, _FALSE = ANY_BOOL + varint(1), ANY_BOOL + varint(0)
 def _ld(field_tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: tag, length, payload."""
     return field_tag + varint(len(payload)) + payload
-
-
-def trace_id_field(trace_id: bytes) -> bytes:
-    """The encoded ``Span.trace_id`` field of a 16-byte id (the same for every span of a trace)."""
-    return _ld(SPAN_TRACE_ID, trace_id)
 
 
 def any_value(v: Any) -> bytes:
@@ -381,7 +357,7 @@ def scope_attr_bytes(scope: Scope, caps: Sequence[int | None]) -> bytes:
 def encode_span(trace_field: bytes, sp: SpanData) -> bytes:
     """One ``Span`` message, field for field what the SDK's ``_encode_span`` produces.
 
-    ``trace_field`` is the encoded trace id field (:func:`trace_id_field`).
+    ``trace_field`` is the encoded ``Span.trace_id`` field (the same for every span of a trace).
     """
     name = sp.name.encode()
     body = [trace_field, _SPAN_ID_FIELD, sp.span_id]
@@ -417,7 +393,7 @@ class WireEncoder:
         self._schema = _ld(RESOURCE_SPANS_SCHEMA_URL, resource.schema_url.encode()) if resource.schema_url else b""
 
     def request(self, trace_id: bytes, spans: Iterable[SpanData]) -> bytes:
-        tf = trace_id_field(trace_id)
+        tf = _ld(SPAN_TRACE_ID, trace_id)
         scope_spans = self._scope + b"".join(_ld(SCOPE_SPANS_SPANS, encode_span(tf, sp)) for sp in spans)
         return _ld(REQUEST_RESOURCE_SPANS, self._resource + _ld(RESOURCE_SPANS_SCOPE_SPANS, scope_spans)
                    + self._schema)
@@ -436,28 +412,3 @@ def to_readable(trace_id: bytes, sp: SpanData, resource: Resource, scope: Instru
     events = [Event(e.name, dict(e.attrs), e.time_ns) for e in sp.events]
     return ReadableSpan(sp.name, ctx, parent, resource, dict(sp.all_attrs()), events, (), SpanKind.INTERNAL,
                         status=status, start_time=sp.start_ns, end_time=sp.end_ns, instrumentation_scope=scope)
-
-
-class EncodedBatch(Sequence[ReadableSpan]):
-    """Spans of one trace as ready OTLP bytes (``payload``), and as ReadableSpans on demand."""
-
-    def __init__(self, encoder: WireEncoder, trace_id: bytes, spans: list[SpanData]) -> None:
-        self.encoder = encoder
-        self.trace_id = trace_id
-        self.spans = spans
-        self.payload = encoder.request(trace_id, spans)
-
-    def __len__(self) -> int:
-        return len(self.spans)
-
-    @overload
-    def __getitem__(self, i: int) -> ReadableSpan: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[ReadableSpan]: ...
-
-    def __getitem__(self, i: int | slice) -> ReadableSpan | Sequence[ReadableSpan]:
-        enc = self.encoder
-        if isinstance(i, slice):
-            return [to_readable(self.trace_id, sp, enc.resource, enc.scope) for sp in self.spans[i]]
-        return to_readable(self.trace_id, self.spans[i], enc.resource, enc.scope)
