@@ -1,30 +1,27 @@
 """The OpenTelemetry sink: every finished run becomes one trace, sent over OTLP (gRPC or HTTP/protobuf).
 
-Spans: a root span per run (the source) and one span per scope, its parent the enclosing scope
-(see :mod:`._spans` for ids, attributes and the time axis, :mod:`._select` for the
-``max_spans`` policy).  Spans are sent when the run finishes (:class:`RunFinished`): the policy
-needs the run's final peaks, and a trace arrives whole.
+A root span per run (the source) and one span per scope, its parent the enclosing scope
+(:mod:`._spans`: ids, attributes, the time axis; :mod:`._select`: the ``max_spans`` policy), sent
+when the run finishes (:class:`RunFinished`): the policy needs the run's final peaks, and a trace
+arrives whole.
 
 Threads and back-pressure.  :meth:`OtlpSink.receive` runs on the reader's (or app's sink) thread
 and only does bookkeeping: it feeds each paired scope to the run's bounded :class:`Budget` and,
-at the end of a run, selects the kept scopes and hands the run to a queue bounded by
-``max_queued_spans``.  When the queue is full the run is not queued and its spans are counted in
-``spans_dropped_queue_full`` (logged) - unless ``backpressure=True`` (``convert``: nothing else
-waits on that thread), then ``receive`` waits for room.  The sink's own worker thread builds
-the spans, encodes them in batches of ``batch_size`` and sends each batch's ready bytes through
-a :mod:`._export` transport, retrying with :class:`RetryPolicy` (the one retry layer, capped
-per batch).
+at the end of a run, queues the kept scopes, at most ``max_queued_spans`` spans.  A run that does
+not fit is counted in ``spans_dropped_queue_full`` (logged), unless ``backpressure=True``
+(``convert``: nothing else waits on that thread): then ``receive`` waits for room.  The sink's
+worker thread builds the spans and sends them in batches of ``batch_size`` through a
+:mod:`._export` transport, retrying with :class:`RetryPolicy` (the one retry layer).
 
 No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``spans_failed``
 (refused, out of retries, rejected in a partial success, or still undelivered at shutdown) and
 ``spans_dropped_queue_full``, each counted as it happens (``pending_spans`` falls batch by batch).
 
-Shutdown within a budget: :meth:`flush` sets a deadline ``flush_timeout`` seconds away and waits
-for the queue to empty; no request, retry or wait of the worker goes past it, and what is left
-then counts as failed.  :meth:`close` adds no second drain: it cuts a request still in flight,
-waits at most ``close_grace`` for the worker, counts what remains as failed and logs one line
-saying how many spans were lost.  (A ``close`` without a ``flush`` first flushes.)  Nothing here
-raises into the caller.
+Shutdown within a budget: :meth:`flush` sets a deadline ``flush_timeout`` seconds away that no
+request, retry or wait of the worker passes, and waits for the queue to empty.  :meth:`close`
+(flushing first if nothing did) cuts a request still in flight, waits at most ``close_grace`` for
+the worker, counts what remains as failed and logs one line saying how many spans were lost.
+Nothing here raises into the caller.
 
 Memory: per open run O(``max_spans``) (the budget's candidates); queued runs at most
 ``max_queued_spans`` spans (or one run, if a single run is larger): 50,000 by default, five runs
@@ -128,7 +125,7 @@ class OtlpSink:
         self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", _version()))
         new = GrpcTransport if self.settings.protocol == "grpc" else HttpTransport
         self.transport = transport or new(self.settings, f"ringtrace/{_version()}")
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # closed
         self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
         # per open run: (its seen_at, or the wall clock when the sink first heard of it; its budget)
         self._runs: dict[Source, tuple[float, Budget]] = {}
@@ -137,7 +134,6 @@ class OtlpSink:
         self._current: _Job | None = None
         self._deadline: float | None = None  # time.monotonic() when flush's budget ends
         self._flushed = False
-        self._closed = False
         # counters (written under _cond, except the worker's export_requests/export_retries)
         self.spans_exported = 0
         self.spans_failed = 0
@@ -207,9 +203,9 @@ class OtlpSink:
 
         with self._cond:
             self.spans_dropped_by_budget += sel.omitted
-            while full() and self.backpressure and not self._closed:
+            while full() and self.backpressure and not self._stop.is_set():
                 self._cond.wait()
-            if self._closed or full():
+            if self._stop.is_set() or full():
                 self.spans_dropped_queue_full += n
                 log.warning("otlp: export queue full (%d spans waiting): %d spans of %s dropped",
                             self.pending_spans, n, fin.source.path)
@@ -363,8 +359,8 @@ class OtlpSink:
         with self._cond:
             while self._jobs or self._current is not None:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closed or not self._worker.is_alive():
-                    if not self._closed:  # close's line counts what was lost
+                if left <= 0 or self._stop.is_set() or not self._worker.is_alive():
+                    if not self._stop.is_set():  # close's line counts what was lost
                         log.info("otlp: flush timed out with %d spans waiting", self.pending_spans)
                     return False
                 self._cond.wait(left)
@@ -375,13 +371,12 @@ class OtlpSink:
         flight is cut, the worker gets ``close_grace`` seconds, what was not delivered is counted as
         failed and one log line says how many spans were lost."""
         with self._cond:
-            if self._closed:
+            if self._stop.is_set():
                 return
             flushed = self._flushed  # and nothing queued since (receive clears it)
         if not flushed:
             self.flush()
         with self._cond:
-            self._closed = True
             self._stop.set()
             self._cond.notify_all()
         self._wake.set()

@@ -1,29 +1,24 @@
 """Which scopes of one run become spans: the ``--otlp-max-spans`` budget policy.
 
-A run can pair millions of scopes; a trace gets at most ``max_spans`` spans (the root span,
-the wedged scopes and the paired scopes all count).  The policy, in order:
+A trace gets at most ``max_spans`` spans (the root, the wedged and the paired scopes all count):
 
-1. always kept: the root span, every wedged scope (``RunFinished.summary.wedged``), the scope
-   at every ring/resource peak (for each ring and resource: the scope with the highest
-   ``high_water``, the highest ``live_at_exit`` and the largest ``alloc``, as the pairer marks
-   them in ``Scope.sets``, so the high-water scope is the one ``Peak.high_water_line`` names)
-   and every ancestor of those; this set can exceed the budget
-   (it is at most 1 + 65 wedged + 36 peaks x 65 ancestors);
-2. then shallower scopes first: all scopes of depth 0, then depth 1, ... while the budget
-   lasts; within the depth where the budget runs out, scopes in the order they ended.
+1. always kept: the root span, every wedged scope (``RunFinished.summary.wedged``), every scope
+   holding a ring/resource peak (per ring and resource the highest ``high_water`` and
+   ``live_at_exit`` and the largest ``alloc``, as the pairer marks them in ``Scope.sets``, so the
+   high-water scope is the one ``Peak.high_water_line`` names) and every ancestor of those, even
+   past the budget (at most 1 + 65 wedged + 36 peaks x 65 ancestors);
+2. then shallower scopes first (depth 0, then 1, ...) while the budget lasts; within the depth
+   where it runs out, in the order they ended.
 
-Because a parent is always shallower than its child, step 2 keeps every ancestor of a scope it
-keeps, so a kept scope's parent is always a kept span (or a wedged one, or the root).  A parent
-that never became a scope (an unmatched begin) is the one exception; the span builder then
+A parent is shallower than its child, so a kept scope's parent is a kept span (or a wedged one,
+or the root), except a parent that never paired (an unmatched begin): the span builder then
 hangs the child off the root and says so.
 
-Memory, per open run, is bounded and independent of the run's length: at most ``max_spans``
-candidate scopes for step 2 (:class:`DepthFill` evicts the deepest, most recent candidate
-when a shallower scope arrives) plus, for step 1, one current peak scope per
-(ring, resource, metric) key (4 x 3 x 3) with the enclosing scopes that closed after it
-(one chain of at most 65 per key).  A scope encloses an earlier-closed scope exactly when it
-began before it (pairing is a stack, so paired intervals nest), which finds ancestors without
-keeping the tree.
+Memory per open run is independent of the run's length: at most ``max_spans`` candidates for
+step 2 (:class:`DepthFill` evicts the deepest, most recent one when a shallower scope arrives)
+and, for step 1, the current holder of each (ring, resource, metric) peak with the enclosing
+scopes closed since (one chain of at most 65 each).  A scope encloses an earlier-closed one
+exactly when it began before it (paired intervals nest), which finds ancestors without a tree.
 
 Pure: no I/O, no clock, no threads; one instance per run, fed in event order.
 """
@@ -93,16 +88,15 @@ class DepthFill:
 class Budget:
     """Feeds on one run's paired scopes (:meth:`add`, in event order); :meth:`select` at the end."""
 
-    __slots__ = ("_best", "_chains", "_fill", "_max_begin", "max_spans", "offered")
+    __slots__ = ("_fill", "_max_begin", "_peaks", "max_spans", "offered")
 
     def __init__(self, max_spans: int) -> None:
         self.max_spans = max_spans
         self.offered = 0
         self._fill = DepthFill(max_spans)
-        # (ring, resource index, metric index) -> the scope holding that peak (the last to set it,
-        # :attr:`Scope.sets`: the pairer decides, this only follows); chains: enclosing scopes closed since
-        self._best: dict[tuple[int, int, int], Scope] = {}
-        self._chains: dict[tuple[int, int, int], list[Scope]] = {}
+        # (ring, resource index, metric index) -> the scope holding that peak (the last to set it in
+        # :attr:`Scope.sets`: the pairer decides, this only follows) and the enclosing scopes closed since
+        self._peaks: dict[tuple[int, int, int], tuple[Scope, list[Scope]]] = {}
         self._max_begin = -1  # the latest begin line of a current peak scope
 
     def add(self, scope: Scope) -> None:
@@ -110,27 +104,25 @@ class Budget:
         self._fill.add(scope)
         begin = scope.begin_line
         if begin < self._max_begin:  # encloses (at least) one current peak scope
-            for key, peak in self._best.items():
+            for peak, chain in self._peaks.values():
                 if begin < peak.begin_line:
-                    self._chains[key].append(scope)
+                    chain.append(scope)
         sets = scope.sets
         if sets:
             ring = scope.ring
             for bit in range(3 * len(RESOURCES)):
                 if sets >> bit & 1:
-                    key = (ring, bit // 3, bit % 3)
-                    self._best[key] = scope
-                    self._chains[key] = []
-            self._max_begin = max(s.begin_line for s in self._best.values())
+                    self._peaks[ring, bit // 3, bit % 3] = (scope, [])
+            self._max_begin = max(peak.begin_line for peak, _ in self._peaks.values())
 
     def select(self, reserved: int = 1) -> Selection:
         """The kept scopes; ``reserved`` spans (root + wedged) are already spoken for."""
         must: dict[int, Scope] = {}
         peaks: dict[int, list[str]] = {}
-        for (ring, r, m), scope in sorted(self._best.items()):
+        for (ring, r, m), (scope, chain) in sorted(self._peaks.items()):
             must[scope.begin_line] = scope
             peaks.setdefault(scope.begin_line, []).append(f"ring{ring}.{RESOURCES[r]}.{METRICS[m]}")
-            for anc in self._chains[(ring, r, m)]:
+            for anc in chain:
                 must[anc.begin_line] = anc
         room = self.max_spans - reserved - len(must)
         kept = dict(must)

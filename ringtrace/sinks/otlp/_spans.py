@@ -309,24 +309,22 @@ def key_values(attrs: Iterable[tuple[str, Any]], field_tag: bytes) -> bytes:
     return b"".join(_ld(field_tag, _ld(KV_KEY, k.encode()) + _ld(KV_VALUE, any_value(v))) for k, v in attrs)
 
 
-def _int_heads(key: str) -> tuple[bytes, ...]:
-    """Span attribute ``key`` (a KeyValue) up to its int's varint, indexed by the varint's length (1..10)."""
+def _head(key: str, value_tag: bytes, n: int) -> bytes:
+    """Span attribute ``key`` (a KeyValue) up to the ``n`` bytes of its AnyValue's ``value_tag`` field."""
     kf = _ld(KV_KEY, key.encode())
-    return (b"", *(SPAN_ATTRIBUTES + varint(len(kf) + len(KV_VALUE) + 1 + len(ANY_INT) + n) + kf
-                   + KV_VALUE + varint(len(ANY_INT) + n) + ANY_INT for n in range(1, 11)))
-
-
-def _double_head(key: str) -> bytes:
-    """Span attribute ``key`` (a KeyValue) up to its double's 8 bytes."""
-    kf = _ld(KV_KEY, key.encode())
-    value_len = len(ANY_DOUBLE) + 8
+    value_len = len(value_tag) + n
     return SPAN_ATTRIBUTES + varint(len(kf) + len(KV_VALUE) + 1 + value_len) + kf + KV_VALUE + varint(value_len) \
-        + ANY_DOUBLE
+        + value_tag
+
+
+def _int_heads(key: str) -> tuple[bytes, ...]:
+    """:func:`_head` of an int attribute, indexed by the length of its varint (1..10)."""
+    return (b"", *(_head(key, ANY_INT, n) for n in range(1, 11)))
 
 
 _BASE_HEADS = tuple(_int_heads(f"{PREFIX}{k}") for k in ("depth", "ring", "line", "end_line"))
 _USAGE_INT_HEADS = tuple(tuple(_int_heads(k) for k in keys[:3]) for keys in _USAGE_KEYS)
-_RATIO_HEADS = tuple(tuple(_double_head(k) for k in keys[3:]) for keys in _USAGE_KEYS)
+_RATIO_HEADS = tuple(tuple(_head(k, ANY_DOUBLE, 8) for k in keys[3:]) for keys in _USAGE_KEYS)
 _RATIO_PACKS = tuple(struct.Struct("<" + "".join(f"{len(h)}sd" for h in heads)).pack for heads in _RATIO_HEADS)
 
 
