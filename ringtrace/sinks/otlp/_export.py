@@ -270,10 +270,9 @@ class GrpcTransport:
         self._open()
 
     def _open(self) -> None:
-        if self._creds is not None:
-            self.channel = grpc.secure_channel(self._target, self._creds, self._options, self._compression)
-        else:
-            self.channel = grpc.insecure_channel(self._target, self._options, self._compression)
+        self.channel = (grpc.secure_channel(self._target, self._creds, self._options, self._compression)
+                        if self._creds is not None else grpc.insecure_channel(self._target, self._options,
+                                                                             self._compression))
         self._call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
             EXPORT_METHOD, request_serializer=None, response_deserializer=None)
 
