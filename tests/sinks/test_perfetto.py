@@ -533,6 +533,27 @@ def open_files(directory: Path) -> list[str]:
     return out
 
 
+def test_dir_sink_removes_the_temp_files_a_killed_process_left(tmp_path: Path) -> None:
+    """A process killed mid-run leaves ``<name>.tmp``; the next one removes those (and only those)."""
+    out = tmp_path / "traces"
+    events = read_events([L3])
+    first = PerfettoDirSink(out)
+    for ev in events:
+        if isinstance(ev, RunFinished):
+            break
+        first.receive(ev)
+    left = sorted(p.name for p in out.glob("*.tmp"))
+    assert left and all(n.endswith(".pftrace.tmp") for n in left)  # what a kill -9 here leaves
+    (out / "notes.tmp").write_text("not ours")
+    (out / "done.pftrace").write_bytes(b"")
+    second = PerfettoDirSink(out)
+    assert sorted(p.name for p in out.iterdir()) == ["done.pftrace", "notes.tmp"]
+    for ev in events:
+        second.receive(ev)
+    second.close()
+    assert len(list(out.glob("*-*.pftrace"))) == len([e for e in events if isinstance(e, RunFinished)])
+
+
 def test_dir_sink_chrome_json(tmp_path: Path) -> None:
     events = read_events([L3, FAILED])
     sink = PerfettoDirSink(tmp_path, "chrome-json")

@@ -161,6 +161,7 @@ class PerfettoSink:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_TEMP_NAME = re.compile(r"[A-Za-z0-9._-]+-[0-9a-f]{8}\.(pftrace|json)\.tmp")
 
 
 def source_hash(source: Source) -> str:
@@ -203,6 +204,10 @@ class PerfettoDirSink:
     counted once per run.  ``errors`` counts the discarded runs too.
     :meth:`close` writes runs still open (their open slices end one tick after their last
     record, marked ``open_at_close``; the process is labelled UNFINISHED).
+
+    The constructor removes temp files of a previous process that was killed mid-run (names of
+    :func:`trace_file_name` + ``.tmp``): a run that comes back is written anew, one that does not
+    would leave them forever.  So one process writes a directory.
     """
 
     name = "perfetto-dir"
@@ -216,6 +221,12 @@ class PerfettoDirSink:
         self._failed: set[Source] = set()  # runs whose trace was discarded, until their RunFinished
         self.written: list[Path] = []
         self.errors = 0
+        stale = [p for p in self.directory.glob("*.tmp") if _TEMP_NAME.fullmatch(p.name)]
+        for path in stale:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if stale:
+            log.info("perfetto-dir: removed %d temp file(s) a killed process left in %s", len(stale), self.directory)
 
     def _discard(self, src: Source, out: _Output | None, err: Exception, name: str) -> Exception:
         """Drop ``src``'s trace after ``err``; the error to raise (names the run and the file).
