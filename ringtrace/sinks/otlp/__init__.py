@@ -40,7 +40,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -48,6 +48,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 
 from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve
+from ._export import OtlpProtocol as Protocol
 from ._select import Budget, Selection
 from ._spans import RunIds, TimeAxis, WireEncoder, build_spans
 
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_traces_url"]
 
 log = logging.getLogger("ringtrace.sinks.otlp")
-
-Protocol = Literal["grpc", "http/protobuf"]
-
 
 def _version() -> str:
     try:

@@ -23,7 +23,7 @@ import math
 import socket
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from typing import Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
@@ -32,7 +32,9 @@ import grpc
 import msgspec
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 OtlpProtocol = Literal["grpc", "http/protobuf"]
@@ -187,48 +189,23 @@ def _partial(body: bytes) -> Attempt:
     return Attempt(True, reason=resp.partial_success.error_message, rejected=max(0, rejected))
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of a protobuf message: varints as ints, length-delimited as bytes."""
-    i = 0
-
-    def varint() -> int:
-        nonlocal i
-        out = shift = 0
-        while True:
-            b = buf[i]
-            i += 1
-            out |= (b & 0x7F) << shift
-            if b < 0x80:
-                return out
-            shift += 7
-
-    while i < len(buf):
-        key = varint()
-        wire = key & 7
-        if wire == 0:
-            yield key >> 3, varint()
-        elif wire == 2:
-            size = varint()
-            yield key >> 3, buf[i:i + size]
-            i += size
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:
-            raise ValueError(f"wire type {wire}")
+def _fields(message: bytes, number: int) -> list[bytes]:
+    """The length-delimited fields ``number`` of a protobuf message, read as an ``Empty`` (whose
+    fields are all unknown ones)."""
+    got = UnknownFieldSet(Empty.FromString(message))
+    return [f.data for f in (got[i] for i in range(len(got))) if f.field_number == number and f.wire_type == 2]
 
 
 def grpc_retry_delay(status_details: bytes) -> float | None:
-    """The ``google.rpc.RetryInfo`` delay in a ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``
-    whose field 3 holds ``Any`` details), which the OTLP specification asks clients to honour."""
+    """The ``google.rpc.RetryInfo`` delay in a ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``),
+    which the OTLP specification asks clients to honour."""
     try:
-        for num, detail in _fields(status_details):
-            if num == 3 and isinstance(detail, bytes):
-                anything = AnyMessage.FromString(detail)
-                if anything.type_url == "type.googleapis.com/google.rpc.RetryInfo":
-                    got = dict(_fields(anything.value)).get(1)  # RetryInfo.retry_delay
-                    delay = Duration.FromString(got if isinstance(got, bytes) else b"")
-                    return max(0.0, delay.seconds + delay.nanos / 1e9)
-    except (IndexError, ValueError, DecodeError):  # not a Status: no delay
+        for detail in _fields(status_details, 3):  # Status.details: Any
+            anything = AnyMessage.FromString(detail)
+            if anything.type_url == "type.googleapis.com/google.rpc.RetryInfo":
+                delay = Duration.FromString(b"".join(_fields(anything.value, 1)))  # RetryInfo.retry_delay
+                return max(0.0, delay.seconds + delay.nanos / 1e9)
+    except DecodeError:  # not a Status: no delay
         return None
     return None
 
