@@ -1,27 +1,15 @@
-"""The Prometheus sink: live per-run state, read at scrape time by a custom collector.
+"""The Prometheus sink: live per-run state, read at scrape time.
 
-Threads: :meth:`PrometheusSink.receive` runs on the app's sink thread, :meth:`collect` on the
-HTTP server's threads (via the registry).  One lock guards the state; ``receive`` only does
-small arithmetic under it and never blocks on I/O, and ``collect`` copies what it needs under
-the lock and builds the exposition outside it.
+Threads: :meth:`PrometheusSink.receive` runs on the app's sink thread, scrapes (``render``, ``collect``)
+on the HTTP server's worker threads.  One lock guards the state: ``receive`` does small arithmetic
+under it and never blocks; a scrape copies under it and formats outside it.
 
-State per source path (the latest generation wins):
-
-* while a run is open, the latest :attr:`RunProgress.summary` (the pairer's live figures);
-* at :class:`RunFinished` it is replaced by the final ``summary`` (with the wedged scopes) and the run's
-  series stay for ``series_ttl`` seconds of the injected ``clock``, then disappear.  At most
-  ``max_runs`` runs are kept (the oldest finished runs go first), so memory is bounded.
-
-Two sources whose paths give the same ``run``/``rank``/``dispatch`` labels would make
-duplicate series; only the most recently updated of them is exposed.
-
-Scrapes (:meth:`PrometheusSink.render`) cost what the open runs cost: a finished run's series
-never change until they expire, so its sample lines are formatted once (at its first scrape)
-and reused; only open runs are collected per scrape.  The output is byte-identical to a fresh
-collection through :attr:`registry` (prometheus_client's own encoders), in both formats.
-Collectors added with :meth:`PrometheusSink.register` (the OTLP sink's counters) follow the sink's
-own families in both.
-Label values from paths that are not UTF-8 are shown with U+FFFD, never an encoding error.
+Per source path (the latest generation wins) the sink keeps the latest :attr:`RunProgress.summary`,
+then the :class:`RunFinished` one, whose series stay ``series_ttl`` seconds of the injected ``clock``;
+at most ``max_runs`` runs (the oldest finished go first).  Of sources with the same
+``run``/``rank``/``dispatch`` labels the most recently updated is exposed.  Label values that are not
+UTF-8 show U+FFFD.  ``render`` formats a finished run's lines once and is byte-identical to
+prometheus_client's encoders over ``registry`` in both formats (registered collectors last).
 """
 
 from __future__ import annotations
@@ -31,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -59,9 +47,51 @@ from ringtrace.records import (
 )
 
 RUN_LABELS = ("run", "rank", "dispatch")
-RING_LABELS = (*RUN_LABELS, "ring")
 _UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
 _WHAT = {"task_window": "task-window slots", "heap": "heap bytes", "dep_pool": "dep-pool entries"}
+_PER_RESOURCE = (("capacity", "Capacity of the ring's {} (the file's metadata)."),
+                 ("high_water", "Peak scope high water of the ring's {} (end.head - begin.tail)."),
+                 ("live", "Occupied {} (head - tail) at the ring's latest boundary record."))
+_RESOURCE_NAMES = {res: tuple(f"ringtrace_ring_{res}_{kind}{_UNIT[res]}" for kind, _ in _PER_RESOURCE)
+                   for res in RESOURCES}
+_WEDGED = ("site", "depth", "ring")
+
+RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    # (name, help, labels after run/rank/dispatch) of every per-run gauge, in exposition order
+    *((name, doc.format(_WHAT[res]), ("ring",))
+      for res in RESOURCES for name, (_, doc) in zip(_RESOURCE_NAMES[res], _PER_RESOURCE, strict=True)),
+    ("ringtrace_ring_utilization_ratio", "Peak high water / capacity of a ring resource (may exceed 1 when a "
+     "scope streams through reclaim).", ("ring", "resource")),
+    ("ringtrace_ring_pinned_ratio", "Largest single-scope allocation / capacity: held until that scope exits; "
+     "at 1 the ring deadlocks.", ("ring", "resource")),
+    ("ringtrace_ring_scopes", "Paired scopes that ended on this ring.", ("ring",)),
+    ("ringtrace_ring_peak_site_info", "The scope site behind a ring ratio (ratio=utilization|pinned); always 1.",
+     ("ring", "resource", "ratio", "site")),
+    ("ringtrace_tensormap_capacity", "Entries of the global tensormap.", ()),
+    ("ringtrace_tensormap_high_water", "Peak tensormap entries at any boundary record.", ()),
+    ("ringtrace_tensormap_live", "Tensormap entries at the latest boundary record.", ()),
+    ("ringtrace_run_fatal", "1 when the run latched a fatal (metadata \"fatal\": true).", ()),
+    ("ringtrace_run_dropped_records", "Records the collector dropped (peaks are lower bounds).", ()),
+    ("ringtrace_run_complete", "1 when every record the device attempted, less dropped, was read.", ()),
+    ("ringtrace_run_scopes", "Paired scopes read so far.", ()),
+    ("ringtrace_run_records", "Boundary records read so far.", ()),
+    ("ringtrace_run_finished", "1 once the run ended (complete, idle timeout, rewritten, ...).", ()),
+    ("ringtrace_run_open_scopes", "Scopes open after the latest record (the wedged ones once finished).", ()),
+    ("ringtrace_wedged_scopes", "Scopes that never closed in a finished run (0 while it runs).", ()),
+    ("ringtrace_wedged_scope_info", "One series per scope left open by a finished run; always 1.", _WEDGED),
+    ("ringtrace_wedged_innermost_scope_info", "Where a finished run wedged: its innermost open scope; always 1.",
+     _WEDGED),
+    ("ringtrace_run_last_update_timestamp_seconds", "When ringtrace last read data of the run.", ()),
+    ("ringtrace_run_info", "The run's file: path, program, schema version, finish reason; always 1.",
+     ("path", "program", "version", "reason")),
+    ("ringtrace_ring_recommended_capacity", "Capacity `ringtrace advise` recommends for a ring resource from a "
+     "finished run (absent where only a measurement run can tell).", ("ring", "resource")),
+    ("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the records cannot "
+     "size the ring yet (oversized or wedged runs).", ("ring", "resource")),
+    ("ringtrace_run_failed", "1 when the run's host log reports a failure: its orch_error_code (or the "
+     "scheduler's fatal code) and its name (error).", ("code", "error")),
+)
+_LABEL_NAMES = {name: (*RUN_LABELS, *extra) for name, _, extra in RUN_FAMILIES}
 
 
 def _version() -> str:
@@ -73,21 +103,29 @@ def _version() -> str:
         return "unknown"
 
 
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One exposed run, copied under the sink's lock; ``final`` is None while the run is open."""
+
+    labels: tuple[str, str, str]  # run, rank, dispatch as valid UTF-8
+    source: Source
+    summary: RunSummary
+    updated_at: float
+    final: RunFinished | None
+
+
 @dataclass(slots=True)
 class _RunState:
     source: Source
-    live: RunSummary  # the latest RunProgress.summary (an empty one until records arrive)
+    live: RunSummary  # the latest summary: RunProgress's, then RunFinished's
     updated_at: float
     final: RunFinished | None = None
     lines: list[bytes] | None = None  # a finished run's sample lines, one bytes per run family
 
     def view(self) -> RunView:
         lab = self.source.labels
-        key = (utf8(lab.run), utf8(lab.rank), utf8(lab.dispatch))
-        if self.final is not None:
-            s = self.final.summary
-            return RunView(key, self.source, s, len(s.wedged), self.updated_at, self.final.reason, self.final)
-        return RunView(key, self.source, self.live, self.live.open_scopes, self.updated_at, "")
+        return RunView((utf8(lab.run), utf8(lab.rank), utf8(lab.dispatch)), self.source, self.live,
+                       self.updated_at, self.final)
 
 
 def _sized(advice: RunAdvice | None) -> RunAdvice | None:
@@ -99,19 +137,6 @@ def _sized(advice: RunAdvice | None) -> RunAdvice | None:
                            if a.recommended is not None or a.measure_next is not None))
 
 
-@dataclass(frozen=True, slots=True)
-class RunView:
-    """What the collector exposes for one run (a snapshot taken under the lock)."""
-
-    labels: tuple[str, str, str]
-    source: Source
-    summary: RunSummary
-    open_scopes: int
-    updated_at: float
-    reason: str  # finish reason, "" while the run is open
-    final: RunFinished | None = None  # the finished run (advice, host log), None while open
-
-
 @dataclass(slots=True)
 class _SelfCounts:
     records: int = 0
@@ -121,6 +146,13 @@ class _SelfCounts:
     expired: int = 0
     evicted: int = 0
     files_watched: int | None = None
+
+
+class _Collector:
+    """prometheus_client's collector protocol over a function giving families."""
+
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self.collect = collect
 
 
 class PrometheusSink:
@@ -146,14 +178,14 @@ class PrometheusSink:
         self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
-        self._finished: deque[tuple[float, str, _RunState]] = deque()  # finish order
+        self._finished: deque[tuple[float, _RunState]] = deque()  # finish order
         self._self = _SelfCounts()
-        self._build = (_version(), platform.python_version())
+        self._build = [_version(), platform.python_version()]
         self.registry.register(self)
-        self._headers = {fmt: _family_chunks(encode(_Families(run_families([]))))
-                         for fmt, encode in ((False, text_latest), (True, _openmetrics_body))}
-        self._own = CollectorRegistry(auto_describe=False)
-        self._own.register(_Families(self, self_only=True))
+        self._headers = {om: _family_heads(encode(_Collector(lambda: run_families([]))))
+                         for om, encode in ((False, text_latest), (True, openmetrics_latest))}
+        self._own = CollectorRegistry(auto_describe=False)  # what render appends: own families, then registered
+        self._own.register(_Collector(self.self_families))
 
     # -- sink contract ----------------------------------------------------------------------
 
@@ -185,7 +217,7 @@ class PrometheusSink:
         with self._lock:
             self._self.files_watched = n
 
-    # -- state --------------------------------------------------------------------------------
+    # -- state (every method under the lock) ------------------------------------------------
 
     def _state(self, source: Source, now: float, meta: Meta | None = None) -> _RunState | None:
         """The state for ``source``: None for an older generation than the one tracked."""
@@ -193,8 +225,7 @@ class PrometheusSink:
         if st is not None and st.source.generation > source.generation:
             return None
         if st is None or st.source.generation < source.generation:
-            st = _RunState(source, empty_summary(meta), now)
-            self._runs[source.path] = st
+            st = self._runs[source.path] = _RunState(source, empty_summary(meta), now)
             self._bound()
         return st
 
@@ -230,32 +261,33 @@ class PrometheusSink:
         st.final = msgspec.structs.replace(ev, findings=(), problems=(), wedge_causes=(), advice=_sized(ev.advice))
         st.live = ev.summary
         st.updated_at = now
-        self._finished.append((now, ev.source.path, st))
+        self._finished.append((now, st))
+
+    def _drop_oldest_finished(self) -> int:
+        """Forget the run that finished first (unless it was replaced already); how many runs went."""
+        _, st = self._finished.popleft()
+        if self._runs.get(st.source.path) is not st:
+            return 0
+        del self._runs[st.source.path]
+        return 1
 
     def _expire(self, now: float) -> None:
         """Drop finished runs older than the TTL (finish order is clock order)."""
-        fin = self._finished
-        while fin and fin[0][0] + self.series_ttl <= now:
-            _, path, st = fin.popleft()
-            if self._runs.get(path) is st:
-                del self._runs[path]
-                self._self.expired += 1
+        while self._finished and self._finished[0][0] + self.series_ttl <= now:
+            self._self.expired += self._drop_oldest_finished()
 
     def _bound(self) -> None:
         """Keep at most ``max_runs``: the oldest finished first, then the least recently updated."""
         runs = self._runs
         while len(runs) > self.max_runs and self._finished:
-            _, path, st = self._finished.popleft()
-            if runs.get(path) is st:
-                del runs[path]
-                self._self.evicted += 1
+            self._self.evicted += self._drop_oldest_finished()
         if len(runs) > self.max_runs:
             for path, _ in sorted(runs.items(), key=lambda kv: kv[1].updated_at)[: len(runs) - self.max_runs]:
                 del runs[path]
                 self._self.evicted += 1
 
     def _chosen(self) -> list[_RunState]:
-        """The exposed runs, one per label set (the most recently updated), sorted by labels.  Under the lock."""
+        """The exposed runs, one per label set (the most recently updated), sorted by labels."""
         self._expire(self._clock())
         chosen: dict[tuple[str, str, str], _RunState] = {}
         for st in self._runs.values():
@@ -266,76 +298,31 @@ class PrometheusSink:
                 chosen[key] = st
         return [chosen[k] for k in sorted(chosen)]
 
-    def views(self) -> list[RunView]:
-        """Snapshot of every exposed run (one per label set: the most recently updated)."""
-        with self._lock:
-            return [st.view() for st in self._chosen()]
-
-    # -- collector ----------------------------------------------------------------------------
+    # -- scrapes ------------------------------------------------------------------------------
 
     def describe(self) -> Iterable[Metric]:
         return []  # unchecked collector: the families depend on the live state
 
     def collect(self) -> Iterator[Metric]:
         """Every family, collected afresh (the reference :meth:`render` is checked against)."""
-        yield from run_families(self.views())
+        with self._lock:
+            views = [st.view() for st in self._chosen()]
+        yield from run_families(views)
         yield from self.self_families()
 
     def self_families(self) -> Iterator[Metric]:
-        """The exporter's own families (counters, files watched, build info)."""
+        """The exporter's own families (counters, the reader's gauges, build info)."""
         with self._lock:
-            counts = _SelfCounts(self._self.records, dict(self._self.parse_errors), self._self.started,
-                                 dict(self._self.finished), self._self.expired, self._self.evicted,
-                                 self._self.files_watched)
+            c = replace(self._self, parse_errors=dict(self._self.parse_errors), finished=dict(self._self.finished))
             tracked = len(self._runs)
-        yield from self._self_families(counts, tracked)
-
-    def render(self, accept: str) -> tuple[bytes, str]:
-        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
-
-        Called by the HTTP server off the event loop.  Finished runs' lines come from their cache;
-        the lock is held only to pick the runs, never while formatting.
-        """
-        _, content_type = choose_encoder(accept)
-        om = content_type.startswith(OPENMETRICS.split(";")[0])
-        with self._lock:
-            states = self._chosen()
-            parts = [(st, st.lines) for st in states]
-        rows: list[list[bytes]] = []
-        for st, lines in parts:
-            if lines is None:
-                lines = _sample_lines(st.view())
-                if st.final is not None:
-                    st.lines = lines  # benign race: two scrapes would store the same bytes
-            rows.append(lines)
-        out = []
-        for i, head in enumerate(self._headers[om]):
-            out.append(head)
-            out.extend(row[i] for row in rows)
-        own = (_openmetrics_body if om else text_latest)(self._own)
-        out.append(own)
-        if om:
-            out.append(b"# EOF\n")
-        return b"".join(out), content_type
-
-    def _self_families(self, c: _SelfCounts, tracked: int) -> Iterator[Metric]:
+        reader = _poll(self._reader)
+        watched = reader.get("files_watched", c.files_watched)
         yield CounterMetricFamily("ringtrace_records_read", "Scope-boundary records read from all files.",
                                   value=c.records)
-        pe = CounterMetricFamily("ringtrace_parse_errors", "Input lines that could not be read, by reason.",
-                                 labels=["reason"])
-        for reason, n in sorted(c.parse_errors.items()):
-            pe.add_metric([reason], n)
-        yield pe
-        reader: Mapping[str, int] = {}
-        if self._reader is not None:
-            try:
-                reader = dict(self._reader())
-            except Exception:  # a scrape must not fail because the app is shutting down
-                reader = {}
-        watched = reader.get("files_watched", c.files_watched)
+        yield _counted("ringtrace_parse_errors", "Input lines that could not be read, by reason.", "reason",
+                       c.parse_errors)
         if watched is not None:
-            yield GaugeMetricFamily("ringtrace_files_watched", "scope_stats files followed right now.",
-                                    value=watched)
+            yield GaugeMetricFamily("ringtrace_files_watched", "scope_stats files followed right now.", value=watched)
         if reader:
             yield CounterMetricFamily("ringtrace_read_errors", "Looks at a file that failed (permissions, I/O "
                                       "errors, not a regular file); each file's first of a kind is logged.",
@@ -343,66 +330,135 @@ class PrometheusSink:
             yield GaugeMetricFamily("ringtrace_in_flight_bytes", "Input bytes read whose events the sinks have "
                                     "not taken yet (bounded: the reader waits).",
                                     value=reader.get("in_flight_bytes", 0))
-        se = CounterMetricFamily("ringtrace_sink_errors", "Failures of an output sink (it was skipped), by sink.",
-                                 labels=["sink"])
-        if self._sink_errors is not None:
-            try:
-                errors = dict(self._sink_errors())
-            except Exception:  # a scrape must not fail because the app is shutting down
-                errors = {}
-            for sink, n in sorted(errors.items()):
-                se.add_metric([sink], n)
-        yield se
+        yield _counted("ringtrace_sink_errors", "Failures of an output sink (it was skipped), by sink.", "sink",
+                       _poll(self._sink_errors))
         yield CounterMetricFamily("ringtrace_runs_started", "Runs (source files or rewrites) seen to start.",
                                   value=c.started)
-        rf = CounterMetricFamily("ringtrace_runs_finished", "Runs finished, by reason.", labels=["reason"])
-        for reason, n in sorted(c.finished.items()):
-            rf.add_metric([reason], n)
-        yield rf
+        yield _counted("ringtrace_runs_finished", "Runs finished, by reason.", "reason", c.finished)
         yield CounterMetricFamily("ringtrace_runs_expired", "Finished runs whose series were dropped after the TTL.",
                                   value=c.expired)
         yield CounterMetricFamily("ringtrace_runs_evicted",
-                                  "Runs dropped early because more than the run limit were tracked.",
-                                  value=c.evicted)
+                                  "Runs dropped early because more than the run limit were tracked.", value=c.evicted)
         yield GaugeMetricFamily("ringtrace_runs_tracked", "Runs whose series are exposed or held right now.",
                                 value=tracked)
-        bi = GaugeMetricFamily("ringtrace_build_info", "ringtrace build: version and Python version (always 1).",
-                               labels=["version", "python_version"])
-        bi.add_metric(list(self._build), 1)
-        yield bi
+        info = GaugeMetricFamily("ringtrace_build_info", "ringtrace build: version and Python version (always 1).",
+                                 labels=["version", "python_version"])
+        info.add_metric(self._build, 1)
+        yield info
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
+
+        Called by the HTTP server off the event loop; the lock is held only to pick the runs.
+        """
+        _, content_type = choose_encoder(accept)
+        om = content_type.startswith(OPENMETRICS.split(";")[0])
+        with self._lock:
+            picked = [(st, st.lines or st.view()) for st in self._chosen()]
+        rows: list[list[bytes]] = []
+        for st, got in picked:
+            if isinstance(got, RunView):
+                view, got = got, _sample_lines(got)
+                if view.final is not None:
+                    st.lines = got  # benign race: two scrapes would store the same bytes
+            rows.append(got)
+        out = []
+        for i, head in enumerate(self._headers[om]):
+            out.append(head)
+            out.extend(row[i] for row in rows)
+        out.append(openmetrics_latest(self._own) if om else text_latest(self._own))  # type: ignore[no-untyped-call]
+        return b"".join(out), content_type
 
 
-class _Families:
-    """A collector over fixed families, or over one sink's own families (for prometheus_client's encoders)."""
-
-    def __init__(self, source: Iterable[Metric] | PrometheusSink, self_only: bool = False) -> None:
-        self.source = source
-        self.self_only = self_only
-
-    def collect(self) -> Iterable[Metric]:
-        if isinstance(self.source, PrometheusSink):
-            return self.source.self_families()
-        return self.source
+def _poll(read: Callable[[], Mapping[str, int]] | None) -> dict[str, int]:
+    """``read()``, or {} without one or when it fails (a scrape must not fail while the app shuts down)."""
+    try:
+        return dict(read()) if read is not None else {}
+    except Exception:
+        return {}
 
 
-def _openmetrics_body(collector: Collector | CollectorRegistry) -> bytes:
-    """OpenMetrics without its closing ``# EOF`` (the caller appends it once)."""
-    body: bytes = openmetrics_latest(collector)  # type: ignore[no-untyped-call]
-    return body[: -len(b"# EOF\n")] if body.endswith(b"# EOF\n") else body
+def _counted(name: str, doc: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:
+    fam = CounterMetricFamily(name, doc, labels=[label])
+    for key, n in sorted(counts.items()):
+        fam.add_metric([key], n)
+    return fam
 
 
-def _family_chunks(body: bytes) -> list[bytes]:
-    """Split an exposition into one chunk per family (each starts with its ``# HELP`` line)."""
+def _family_heads(body: bytes) -> list[bytes]:
+    """The ``# HELP``/``# TYPE`` lines of an exposition of empty families, one bytes per family."""
     chunks: list[bytes] = []
     for line in body.splitlines(keepends=True):
         if line.startswith(b"# HELP ") or not chunks:
             chunks.append(line)
-        else:
+        elif line != b"# EOF\n":
             chunks[-1] += line
     return chunks
 
 
-_go_float: Callable[[float], str] = floatToGoString  # prometheus_client's own number format
+def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
+    """(family name, label values, value) of each sample of one run; a family's samples in order."""
+    lab, s, fin = list(v.labels), v.summary, v.final
+    for p in s.peaks:
+        rl = [*lab, str(p.ring)]
+        capacity, high_water, live = _RESOURCE_NAMES[p.resource]
+        if p.capacity is not None:
+            yield capacity, rl, p.capacity
+        yield live, rl, p.live
+        if not p.scopes:
+            continue  # no paired scope on the ring: peaks are not meaningful
+        yield high_water, rl, p.high_water
+        if p.capacity is not None:
+            yield "ringtrace_ring_utilization_ratio", [*rl, p.resource], p.high_water / p.capacity
+            yield "ringtrace_ring_pinned_ratio", [*rl, p.resource], p.alloc / p.capacity
+            yield "ringtrace_ring_peak_site_info", [*rl, p.resource, "utilization", p.high_water_site], 1
+            yield "ringtrace_ring_peak_site_info", [*rl, p.resource, "pinned", p.alloc_site], 1
+    ring_scopes: dict[int, int] = {}
+    for p in s.peaks:
+        ring_scopes.setdefault(p.ring, p.scopes)
+    for ring, n in sorted(ring_scopes.items()):
+        yield "ringtrace_ring_scopes", [*lab, str(ring)], n
+    tm, meta = s.tensormap, s.meta
+    if tm.capacity is not None:
+        yield "ringtrace_tensormap_capacity", lab, tm.capacity
+    yield "ringtrace_tensormap_high_water", lab, tm.peak
+    yield "ringtrace_tensormap_live", lab, tm.live
+    if meta is not None:
+        yield "ringtrace_run_fatal", lab, meta.fatal
+        yield "ringtrace_run_dropped_records", lab, meta.dropped
+    yield "ringtrace_run_complete", lab, s.complete
+    yield "ringtrace_run_scopes", lab, s.scopes
+    yield "ringtrace_run_records", lab, s.records
+    yield "ringtrace_run_finished", lab, fin is not None
+    yield "ringtrace_run_open_scopes", lab, len(s.wedged) if fin is not None else s.open_scopes
+    yield "ringtrace_wedged_scopes", lab, len(s.wedged)
+    for w in s.wedged:
+        yield "ringtrace_wedged_scope_info", [*lab, w.site, str(w.depth), str(w.ring)], 1
+    if s.wedged:
+        w = s.wedged[-1]
+        yield "ringtrace_wedged_innermost_scope_info", [*lab, w.site, str(w.depth), str(w.ring)], 1
+    yield "ringtrace_run_last_update_timestamp_seconds", lab, v.updated_at
+    yield "ringtrace_run_info", [*lab, v.source.display_path, utf8(v.source.labels.program),
+                                 str(meta.version) if meta else "", fin.reason if fin else ""], 1
+    for a in fin.advice.advice if fin is not None and fin.advice is not None else ():
+        if a.recommended is not None:
+            yield "ringtrace_ring_recommended_capacity", [*lab, str(a.ring), a.resource], a.recommended
+        elif a.measure_next is not None:
+            yield "ringtrace_ring_measure_next_capacity", [*lab, str(a.ring), a.resource], a.measure_next
+    log = fin.host_log if fin is not None else None
+    if log is not None:
+        code = log.orch_error_code if log.orch_error_code is not None else log.fatal_code
+        if code is not None:
+            yield "ringtrace_run_failed", [*lab, str(code), log.error_name or ""], 1
+
+
+def run_families(views: Iterable[RunView]) -> list[Metric]:
+    """Every per-run gauge family for ``views``, in :data:`RUN_FAMILIES` order (pure; empty families too)."""
+    fams = {name: GaugeMetricFamily(name, doc, labels=[*RUN_LABELS, *extra]) for name, doc, extra in RUN_FAMILIES}
+    for v in sorted(views, key=lambda v: v.labels):
+        for name, labels, value in _samples(v):
+            fams[name].add_metric(labels, value)
+    return list(fams.values())
 
 
 def _escape(value: str) -> str:
@@ -410,134 +466,13 @@ def _escape(value: str) -> str:
 
 
 def _sample_lines(view: RunView) -> list[bytes]:
-    """One run's sample lines, one bytes per family of :func:`run_families` (the same text in
-    both formats: gauges without timestamps are written alike)."""
-    out = []
-    for fam in run_families([view]):
-        lines = []
-        for smp in fam.samples:
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(smp.labels.items()))
-            value = _go_float(smp.value)
-            lines.append(f"{smp.name}{{{labels}}} {value}\n" if labels else f"{smp.name} {value}\n")
-        out.append("".join(lines).encode())
-    return out
+    """One run's sample lines, one bytes per run family: the text prometheus_client writes for them
+    (the same in both formats: gauges without timestamps are written alike)."""
+    lines: dict[str, list[str]] = {name: [] for name in _LABEL_NAMES}
+    for name, values, value in _samples(view):
+        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(zip(_LABEL_NAMES[name], values, strict=True)))
+        lines[name].append(f"{name}{{{labels}}} {floatToGoString(value)}\n")  # type: ignore[no-untyped-call]
+    return ["".join(rows).encode() for rows in lines.values()]
 
 
-def _b(x: bool) -> float:
-    return 1.0 if x else 0.0
-
-
-def run_families(views: Iterable[RunView]) -> list[Metric]:
-    """Every per-run and per-ring family for ``views`` (pure; families are yielded even when empty)."""
-    fams: dict[str, GaugeMetricFamily] = {}
-
-    def fam(name: str, doc: str, extra: tuple[str, ...] = (), labels: tuple[str, ...] = RING_LABELS
-            ) -> GaugeMetricFamily:
-        f = fams[name] = GaugeMetricFamily(name, doc, labels=[*labels, *extra])
-        return f
-
-    per_res: dict[tuple[str, str], GaugeMetricFamily] = {}
-    for res in RESOURCES:
-        what, unit = _WHAT[res], _UNIT[res]
-        per_res[res, "capacity"] = fam(f"ringtrace_ring_{res}_capacity{unit}",
-                                       f"Capacity of the ring's {what} (the file's metadata).")
-        per_res[res, "high_water"] = fam(f"ringtrace_ring_{res}_high_water{unit}",
-                                         f"Peak scope high water of the ring's {what} (end.head - begin.tail).")
-        per_res[res, "live"] = fam(f"ringtrace_ring_{res}_live{unit}",
-                                   f"Occupied {what} (head - tail) at the ring's latest boundary record.")
-    util = fam("ringtrace_ring_utilization_ratio", "Peak high water / capacity of a ring resource (may exceed 1 "
-               "when a scope streams through reclaim).", ("resource",))
-    pinned = fam("ringtrace_ring_pinned_ratio", "Largest single-scope allocation / capacity: held until that scope "
-                 "exits; at 1 the ring deadlocks.", ("resource",))
-    ring_scopes = fam("ringtrace_ring_scopes", "Paired scopes that ended on this ring.")
-    site = fam("ringtrace_ring_peak_site_info", "The scope site behind a ring ratio (ratio=utilization|pinned); "
-               "always 1.", ("resource", "ratio", "site"))
-    tm_cap = fam("ringtrace_tensormap_capacity", "Entries of the global tensormap.", labels=RUN_LABELS)
-    tm_hw = fam("ringtrace_tensormap_high_water", "Peak tensormap entries at any boundary record.",
-                labels=RUN_LABELS)
-    tm_live = fam("ringtrace_tensormap_live", "Tensormap entries at the latest boundary record.", labels=RUN_LABELS)
-    fatal = fam("ringtrace_run_fatal", "1 when the run latched a fatal (metadata \"fatal\": true).",
-                labels=RUN_LABELS)
-    dropped = fam("ringtrace_run_dropped_records", "Records the collector dropped (peaks are lower bounds).",
-                  labels=RUN_LABELS)
-    complete = fam("ringtrace_run_complete", "1 when every record the device attempted, less dropped, was read.",
-                   labels=RUN_LABELS)
-    scopes = fam("ringtrace_run_scopes", "Paired scopes read so far.", labels=RUN_LABELS)
-    records = fam("ringtrace_run_records", "Boundary records read so far.", labels=RUN_LABELS)
-    finished = fam("ringtrace_run_finished", "1 once the run ended (complete, idle timeout, rewritten, ...).",
-                   labels=RUN_LABELS)
-    open_sc = fam("ringtrace_run_open_scopes", "Scopes open after the latest record (the wedged ones once finished).",
-                  labels=RUN_LABELS)
-    wedged = fam("ringtrace_wedged_scopes", "Scopes that never closed in a finished run (0 while it runs).",
-                 labels=RUN_LABELS)
-    wedged_info = fam("ringtrace_wedged_scope_info", "One series per scope left open by a finished run; always 1.",
-                      ("site", "depth", "ring"), RUN_LABELS)
-    inner_info = fam("ringtrace_wedged_innermost_scope_info", "Where a finished run wedged: its innermost open "
-                     "scope; always 1.", ("site", "depth", "ring"), RUN_LABELS)
-    updated = fam("ringtrace_run_last_update_timestamp_seconds", "When ringtrace last read data of the run.",
-                  labels=RUN_LABELS)
-    info = fam("ringtrace_run_info", "The run's file: path, program, schema version, finish reason; always 1.",
-               ("path", "program", "version", "reason"), RUN_LABELS)
-    recommended = fam("ringtrace_ring_recommended_capacity", "Capacity `ringtrace advise` recommends for a ring "
-                      "resource from a finished run (absent where only a measurement run can tell).", ("resource",))
-    measure_next = fam("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the "
-                       "records cannot size the ring yet (oversized or wedged runs).", ("resource",))
-    failed = fam("ringtrace_run_failed", "1 when the run's host log reports a failure: its orch_error_code (or the "
-                 "scheduler's fatal code) and its name (error).", ("code", "error"), RUN_LABELS)
-
-    for v in sorted(views, key=lambda v: v.labels):
-        lab = list(v.labels)
-        s = v.summary
-        for p in s.peaks:
-            rl = [*lab, str(p.ring)]
-            if p.capacity is not None:
-                per_res[p.resource, "capacity"].add_metric(rl, p.capacity)
-            per_res[p.resource, "live"].add_metric(rl, p.live)
-            if not p.scopes:
-                continue  # no paired scope on the ring: peaks are not meaningful
-            per_res[p.resource, "high_water"].add_metric(rl, p.high_water)
-            if p.capacity is not None:
-                util.add_metric([*rl, p.resource], p.high_water / p.capacity)
-                pinned.add_metric([*rl, p.resource], p.alloc / p.capacity)
-                site.add_metric([*rl, p.resource, "utilization", p.high_water_site], 1)
-                site.add_metric([*rl, p.resource, "pinned", p.alloc_site], 1)
-        for ring_no in sorted({p.ring for p in s.peaks}):
-            ring_scopes.add_metric([*lab, str(ring_no)], next(p.scopes for p in s.peaks if p.ring == ring_no))
-        tm = s.tensormap
-        if tm.capacity is not None:
-            tm_cap.add_metric(lab, tm.capacity)
-        tm_hw.add_metric(lab, tm.peak)
-        tm_live.add_metric(lab, tm.live)
-        if s.meta is not None:
-            fatal.add_metric(lab, _b(s.meta.fatal))
-            dropped.add_metric(lab, s.meta.dropped)
-        complete.add_metric(lab, _b(s.complete))
-        scopes.add_metric(lab, s.scopes)
-        records.add_metric(lab, s.records)
-        finished.add_metric(lab, _b(bool(v.reason)))
-        open_sc.add_metric(lab, v.open_scopes)
-        wedged.add_metric(lab, len(s.wedged))
-        for w in s.wedged:
-            wedged_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
-        if s.wedged:
-            w = s.wedged[-1]
-            inner_info.add_metric([*lab, w.site, str(w.depth), str(w.ring)], 1)
-        updated.add_metric(lab, v.updated_at)
-        fin = v.final
-        if fin is not None and fin.advice is not None:
-            for a in fin.advice.advice:
-                if a.recommended is not None:
-                    recommended.add_metric([*lab, str(a.ring), a.resource], a.recommended)
-                elif a.measure_next is not None:
-                    measure_next.add_metric([*lab, str(a.ring), a.resource], a.measure_next)
-        log = fin.host_log if fin is not None else None
-        if log is not None:
-            code = log.orch_error_code if log.orch_error_code is not None else log.fatal_code
-            if code is not None:
-                failed.add_metric([*lab, str(code), log.error_name or ""], 1)
-        info.add_metric([*lab, v.source.display_path, utf8(v.source.labels.program),
-                         str(s.meta.version) if s.meta else "", v.reason], 1)
-    return list(fams.values())
-
-
-__all__ = ["PrometheusSink", "RunView", "run_families"]
+__all__ = ["RUN_FAMILIES", "PrometheusSink", "RunView", "run_families"]
