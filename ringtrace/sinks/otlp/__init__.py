@@ -125,7 +125,7 @@ class OtlpSink:
         self.transport = transport or new(self.settings, f"ringtrace/{_version()}")
         self._stop = threading.Event()  # closed
         self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
-        # per open run: (its seen_at, or the wall clock when the sink first heard of it; its budget)
+        # per open run: (the wall clock when the sink first heard of it, its budget)
         self._runs: dict[Source, tuple[float, Budget]] = {}
         self._cond = threading.Condition()
         self._jobs: deque[_Job] = deque()
@@ -179,12 +179,11 @@ class OtlpSink:
                     if type(ev) is Scope:
                         add(ev)
             elif type(event) is RunStarted:  # a new run of the source replaces the old one
-                seen = event.seen_at if event.seen_at > 0 else self._wall()
-                self._runs[event.source] = (seen, Budget(self.max_spans))
-            elif type(event) is RunFinished:
+                self._runs[event.source] = (self._wall(), Budget(self.max_spans))
+            elif type(event) is RunFinished:  # its seen_at is the RunStarted's
                 run = self._runs.pop(event.source, None)
-                seen, budget = run if run is not None else (self._wall(), Budget(self.max_spans))
-                self._finish(event, event.seen_at if event.seen_at > 0 else seen, budget)
+                heard, budget = run if run is not None else (self._wall(), Budget(self.max_spans))
+                self._finish(event, event.seen_at if event.seen_at > 0 else heard, budget)
         except Exception:  # never into the reader
             with self._cond:
                 self.internal_errors += 1

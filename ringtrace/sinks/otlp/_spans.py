@@ -102,11 +102,6 @@ class TimeAxis:
         return self.base_ns + round(line * self.tick_ns)
 
 
-def describe_axis(tick: float) -> str:
-    unit = f"{tick * 1e6:g}us" if tick < 1e-3 else f"{tick * 1e3:g}ms" if tick < 1 else f"{tick:g}s"
-    return f"record line index x {unit} from file first seen (records carry no timestamps)"
-
-
 # -- building ----------------------------------------------------------------------------------
 
 
@@ -133,6 +128,8 @@ _USAGE_KEYS = tuple(tuple(f"{PREFIX}{res}.{m}" for m in (*METRICS, *(f"{x}_ratio
 def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, last_line: int) -> Attrs:
     s, src, meta = fin.summary, fin.source, fin.summary.meta
     lab = src.labels
+    unit = f"{tick * 1e6:g}us" if tick < 1e-3 else f"{tick * 1e3:g}ms" if tick < 1 else f"{tick:g}s"
+    axis = f"record line index x {unit} from file first seen (records carry no timestamps)"
     out: Attrs = [("ringtrace.path", src.display_path), ("ringtrace.generation", src.generation)]
     out += [(f"{PREFIX}{k}", v) for k, v in (("run", lab.run), ("rank", lab.rank), ("dispatch", lab.dispatch),
                                               ("program", lab.program)) if v]
@@ -149,7 +146,7 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
             ("ringtrace.max_depth", s.max_depth), ("ringtrace.unmatched_begins", s.unmatched_begins),
             ("ringtrace.unmatched_ends", s.unmatched_ends), ("ringtrace.parse_errors", s.parse_errors),
             ("ringtrace.last_line", last_line), ("ringtrace.finish_reason", fin.reason),
-            ("ringtrace.wedged", bool(s.wedged)), ("ringtrace.time_axis", describe_axis(tick)),
+            ("ringtrace.wedged", bool(s.wedged)), ("ringtrace.time_axis", axis),
             ("ringtrace.tick_seconds", float(tick)), ("ringtrace.spans.max", max_spans),
             ("ringtrace.spans.kept", 1 + len(s.wedged) + len(sel.scopes)),
             ("ringtrace.spans.omitted", sel.omitted)]
