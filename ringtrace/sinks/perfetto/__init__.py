@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import logging
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 from ringtrace.records import RunFinished, SinkEvent, Source
 
@@ -62,50 +61,28 @@ Format = Literal["proto", "chrome-json"]
 class _Output:
     """A trace file and its encoder (protobuf or JSON), written atomically (temp file + rename).
 
-    ``keep_open=False`` (the dir sink) holds no file descriptor between writes: protobuf
-    batches are appended to the temp file; a JSON trace is kept in memory until the run ends.
+    ``keep_open=False`` (the dir sink) holds no file descriptor between writes: batches are
+    appended to the temp file.
     """
 
     def __init__(self, path: Path, fmt: Format, defer_processes: bool, batch: int = 256 << 10,
                  keep_open: bool = True, threaded: bool = False) -> None:
         self.path = path
-        self.tf: TraceFile | None = None
-        self.fh: IO[str] | None = None
-        self.enc: ProtoTrace | JsonTrace
-        self.tmp = path.with_suffix(path.suffix + ".tmp")
-        if fmt == "proto":
-            self.tf = TraceFile(path, batch=batch, keep_open=keep_open, threaded=threaded)
-            self.enc = ProtoTrace(self.tf, defer_processes)
-        else:
-            self.fh = self.tmp.open("w", encoding="utf-8") if keep_open else io.StringIO()
-            self.enc = JsonTrace(self.fh, defer_processes)
+        self.tf = TraceFile(path, compress=fmt == "proto", batch=batch, keep_open=keep_open, threaded=threaded)
+        self.enc = ProtoTrace(self.tf, defer_processes) if fmt == "proto" else JsonTrace(self.tf, defer_processes)
 
     def receive(self, event: SinkEvent) -> None:
         self.enc.receive(event)
 
     def flush(self) -> None:
-        if self.tf is not None:
-            self.tf.flush()
-        elif self.fh is not None:
-            self.fh.flush()
+        self.tf.flush()
 
     def commit(self) -> None:
         self.enc.close()
-        if self.tf is not None:
-            self.tf.commit()
-        elif isinstance(self.fh, io.StringIO):
-            self.tmp.write_text(self.fh.getvalue(), encoding="utf-8")
-            self.tmp.replace(self.path)
-        elif self.fh is not None:
-            self.fh.close()
-            self.tmp.replace(self.path)
+        self.tf.commit()
 
     def abort(self) -> None:
-        if self.tf is not None:
-            self.tf.abort()
-        elif self.fh is not None:
-            self.fh.close()
-            self.tmp.unlink(missing_ok=True)
+        self.tf.abort()
 
 
 class PerfettoSink:
@@ -194,7 +171,7 @@ class PerfettoDirSink:
 
     Each run streams into its own temp file (``<name>.tmp``, opened only while a batch is
     appended), renamed to :func:`trace_file_name` when its :class:`RunFinished` arrives.
-    Memory O(depth) + one 64 KiB batch per open run (chrome-json: the run's text).
+    Memory O(depth) + one 64 KiB batch per open run, in either format.
 
     A write error (a full disk, a directory gone; any error) discards that run's trace: its temp file is
     removed, the rest of the run's events are ignored (so no truncated trace is ever renamed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import IO
 
 from ringtrace.records import (
     RESOURCES,
@@ -17,30 +16,30 @@ from ringtrace.records import (
     Source,
 )
 
-from ._trace_writer import JSON_TIME_AXIS, RingState, RunState, process_name, run_status, sort_key
+from ._trace_writer import JSON_TIME_AXIS, RingState, RunState, TraceFile, process_name, run_status, sort_key
 
 
 class JsonTrace:
     """The same layout as Chrome JSON trace events (``B``/``E`` slices, ``C`` counters, ``M`` names).
 
-    Written as events come (the array is closed by :meth:`close`; the dir sink keeps a run's
-    text in memory until the run ends), but it is ~350 bytes per record, ~25x the protobuf
-    trace, and Perfetto's JSON importer holds the whole trace in memory: meant for small
-    traces.  1 us of trace time is one record (``ts`` = line number).
+    Written as events come into a :class:`TraceFile` made with ``compress=False`` (the array is
+    closed by :meth:`close`), but it is ~350 bytes per record, ~25x the protobuf trace, and
+    Perfetto's JSON importer holds the whole trace in memory: meant for small traces.  1 us of
+    trace time is one record (``ts`` = line number).
     """
 
-    def __init__(self, out: IO[str], defer_processes: bool = False) -> None:
-        self.fh = out
+    def __init__(self, out: TraceFile, defer_processes: bool = False) -> None:
+        self.out = out
         self.defer = defer_processes
         self.runs: dict[Source, RunState] = {}
         self.done: list[RunState] = []
         self._next = 0
         self._first = True
         self.records = 0
-        out.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
+        out.parts.append(b'{"displayTimeUnit": "ns", "traceEvents": [\n')
 
     def _emit(self, obj: dict[str, object]) -> None:
-        self.fh.write(("" if self._first else ",\n") + json.dumps(obj, separators=(",", ":")))
+        self.out.parts.append((("" if self._first else ",\n") + json.dumps(obj, separators=(",", ":"))).encode())
         self._first = False
 
     def receive(self, event: SinkEvent) -> None:
@@ -58,6 +57,7 @@ class JsonTrace:
                 run.open = event.summary.open
         elif isinstance(event, RunFinished):
             self._finish(run, event)
+        self.out.spill()
 
     def _progress(self, run: RunState, ev: RunProgress) -> None:
         pid = run.uuid
@@ -150,4 +150,4 @@ class JsonTrace:
         for run in list(self.runs.values()):
             self._finish(run, None)
         self._processes()
-        self.fh.write(f'\n], "metadata": {{"ringtrace": {json.dumps(JSON_TIME_AXIS)}}}}}\n')
+        self.out.parts.append(f'\n], "metadata": {{"ringtrace": {json.dumps(JSON_TIME_AXIS)}}}}}\n'.encode())
