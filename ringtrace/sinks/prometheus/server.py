@@ -5,8 +5,10 @@
   with a generic body and logs the error.
 * ``/healthz``: 200 while the process serves; ``/readyz``: 200 when ``ready()`` is true, else 503.
   Both answer without authentication (they tell nothing but "ok"), so probes need no secret.
-* ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt basic auth,
-  extra headers; edits and renewed certificates apply to new connections and requests.
+* ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt
+  basic auth, extra headers.  The listening socket is plain; each accepted connection is upgraded
+  with ``loop.start_tls`` using the TLS context in force at that moment, so edits and renewed
+  certificates apply to the next connection or request without a restart.
 
 Hostile clients (the server is reachable from the network):
 
@@ -20,10 +22,6 @@ Hostile clients (the server is reachable from the network):
   threads that render scrapes;
 * no response carries exception text or a version (``Server: ringtrace``, generic error bodies,
   aiohttp's own parser errors included).
-
-TLS: the listening socket is plain; each accepted connection is upgraded with
-``loop.start_tls`` using the TLS context in force at that moment, so a renewed certificate or
-a changed client CA applies to the next connection without a restart.
 """
 
 from __future__ import annotations
@@ -84,7 +82,8 @@ class _Conn(web.RequestHandler):
 
     Idle = no request in progress.  ``connection_made`` admits (or refuses) the connection; for
     TLS the raw transport is paused, upgraded with ``start_tls``, and only then handed to
-    aiohttp.  Bytes decrypted before that are buffered (bounded) and replayed.
+    aiohttp.  Bytes decrypted before that are buffered (bounded) and replayed.  Our attributes
+    are ``_rt_``-prefixed to stay clear of aiohttp's.
     """
 
     def __init__(self, owner: MetricsServer, web_server: web.Server, loop: asyncio.AbstractEventLoop) -> None:
@@ -95,37 +94,36 @@ class _Conn(web.RequestHandler):
         self.busy = False
         self.idle_since = loop.time()
         self.served = 0  # requests answered on this connection
-        self._rt_link: asyncio.BaseTransport | None = None
-        self._rt_admitted = False
-        self._rt_serving = False
-        self._rt_gone = False
-        self._rt_early: list[bytes] = []
+        self._rt_link: asyncio.Transport | None = None  # the raw transport, then the TLS one
+        self._rt_serving = False  # handed to aiohttp
+        self._rt_gone = False  # refused or lost
+        self._rt_early = bytearray()
         self._rt_early_eof = False
         self._rt_timer: asyncio.TimerHandle | None = None
-        self._rt_task: asyncio.Task[None] | None = None
+        self._rt_task: asyncio.Task[None] | None = None  # the TLS upgrade (referenced: tasks are weakly held)
 
     # -- asyncio protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        owner = self._rt_owner
-        if not owner.admit(self):
-            cast(asyncio.Transport, transport).abort()
+        raw = cast(asyncio.Transport, transport)
+        if not self._rt_owner.admit(self):
+            self._rt_gone = True
+            raw.abort()
             return
-        self._rt_admitted = True
-        self._rt_link = transport
+        self._rt_link = raw
         self._rt_arm()
-        if owner.tls:
-            cast(asyncio.ReadTransport, transport).pause_reading()
-            self._rt_task = self._rt_loop.create_task(self._rt_upgrade(cast(asyncio.Transport, transport)))
+        if self._rt_owner.tls:
+            raw.pause_reading()
+            self._rt_task = self._rt_loop.create_task(self._rt_upgrade(raw))
         else:
-            self._rt_begin(transport)
+            self._rt_begin(raw)
 
     def data_received(self, data: bytes) -> None:
         if self._rt_serving:
             super().data_received(data)
             return
-        self._rt_early.append(data)
-        if sum(map(len, self._rt_early)) > EARLY_BYTES:
+        self._rt_early += data
+        if len(self._rt_early) > EARLY_BYTES:
             self.rt_abort()
 
     def eof_received(self) -> None:
@@ -135,7 +133,7 @@ class _Conn(web.RequestHandler):
             self._rt_early_eof = True
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        if not self._rt_admitted or self._rt_gone:
+        if self._rt_gone:
             return
         self._rt_gone = True
         self._rt_owner.release(self)
@@ -149,7 +147,7 @@ class _Conn(web.RequestHandler):
     def rt_abort(self) -> None:
         """Close the connection now (no TLS close_notify, unsent data dropped)."""
         if self._rt_link is not None:
-            cast(asyncio.Transport, self._rt_link).abort()
+            self._rt_link.abort()
 
     def rt_close(self) -> None:
         """Close the connection after what was written is sent (an idle connection has nothing pending)."""
@@ -178,12 +176,12 @@ class _Conn(web.RequestHandler):
             log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.idle_timeout)
             self.rt_close()
 
-    def _rt_begin(self, transport: asyncio.BaseTransport) -> None:
+    def _rt_begin(self, transport: asyncio.Transport) -> None:
         self._rt_serving = True
         super().connection_made(transport)
-        early, self._rt_early = self._rt_early, []
-        for chunk in early:
-            super().data_received(chunk)
+        early, self._rt_early = bytes(self._rt_early), bytearray()
+        if early:
+            super().data_received(early)
         if self._rt_early_eof:
             super().eof_received()
 
@@ -355,11 +353,16 @@ class MetricsServer:
         try:
             try:
                 async with asyncio.timeout(self.request_timeout):
-                    resp = await self._respond(request)
+                    resp = await self._route(request)
             except TimeoutError:
                 log.error("a metrics request (%s) took over %.0fs; answered 503", request.path,
                           self.request_timeout)
                 resp = _text(503, {"Server": SERVER})
+            except ConnectionError:
+                raise
+            except Exception as err:
+                log.error("metrics request %s failed: %s", request.path, err, exc_info=log.isEnabledFor(logging.DEBUG))
+                resp = _text(500, {"Server": SERVER})
             try:
                 async with asyncio.timeout(self.request_timeout):
                     await resp.prepare(request)
@@ -372,15 +375,6 @@ class MetricsServer:
         finally:
             if conn is not None:
                 conn.request_done()
-
-    async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
-        try:
-            return await self._route(request)
-        except (asyncio.CancelledError, ConnectionError):
-            raise
-        except Exception as err:
-            log.error("metrics request %s failed: %s", request.path, err, exc_info=log.isEnabledFor(logging.DEBUG))
-            return _text(500, {"Server": SERVER})
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         active = await self.current()
@@ -398,7 +392,9 @@ class MetricsServer:
                 ready = False
             return web.Response(status=200 if ready else 503, body=b"ready\n" if ready else b"not ready\n",
                                 headers={**headers, "Content-Type": TEXT})
-        if not await self._authorized(active.auth, request.headers.get("Authorization")):
+        auth, given = active.auth, request.headers.get("Authorization")
+        if not auth.known(given) and not await asyncio.get_running_loop().run_in_executor(
+                self._auth_pool, auth.check, given):  # bcrypt: slow by design, on its own pool
             return _text(401, headers, {"WWW-Authenticate": 'Basic realm="ringtrace"'})
         if path == "/metrics":
             zipped = "gzip" in request.headers.get("Accept-Encoding", "")
@@ -416,9 +412,3 @@ class MetricsServer:
     def _body(self, accept: str, zipped: bool) -> tuple[bytes, str]:
         body, content_type = self.render(accept)
         return (gzip.compress(body, compresslevel=5) if zipped else body), content_type
-
-    async def _authorized(self, auth: BasicAuth, header: str | None) -> bool:
-        if auth.known(header):
-            return True
-        assert self._auth_pool is not None
-        return await asyncio.get_running_loop().run_in_executor(self._auth_pool, auth.check, header)
