@@ -36,12 +36,11 @@ import yaml
 log = logging.getLogger("ringtrace.http")
 
 AUTH_CACHE = 256
-_BCRYPT = re.compile(r"\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}")
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12]\d|3[01])\$[./A-Za-z0-9]{53}")  # cost 4 to 31
 _TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
                  "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
                 "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
-_STRENGTH = {ssl.CERT_NONE: 0, ssl.CERT_OPTIONAL: 1, ssl.CERT_REQUIRED: 2}
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version",
              "prefer_server_cipher_suites"}
 _UNSUPPORTED_TLS = {"cipher_suites", "curve_preferences", "client_allowed_sans", "cert", "key"}
@@ -69,8 +68,18 @@ class WebConfig:
     def tls(self) -> bool:
         return self.cert_file is not None
 
-    def watched_files(self) -> tuple[Path, ...]:
-        return tuple(p for p in (self.path, self.cert_file, self.key_file, self.client_ca_file) if p is not None)
+    def stamp(self) -> tuple[tuple[int, int, int], ...]:
+        """(mtime, size, inode) of this file and the certificate files it names (-1s: missing)."""
+        out = []
+        for f in (self.path, self.cert_file, self.key_file, self.client_ca_file):
+            if f is None:
+                continue
+            try:
+                st = os.stat(f)
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append((-1, -1, -1))
+        return tuple(out)
 
     def ssl_context(self) -> ssl.SSLContext:
         """A server context for the configured certificate (raises WebConfigError)."""
@@ -89,11 +98,15 @@ class WebConfig:
         return ctx
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
+def _mapping(value: Any, where: str, allowed: set[str] | None = None) -> dict[str, Any]:
+    """``value`` as a mapping with str keys ({} for None) and, with ``allowed``, no other keys."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise WebConfigError(f"{where}: expected a mapping")
+    unknown = set(value) - allowed if allowed is not None else set()
+    if unknown:
+        raise WebConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     return value
 
 
@@ -103,11 +116,11 @@ def bcrypt_cost(hashed: bytes) -> int:
 
 
 def _tls(path: Path, tls: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`WebConfig` fields of ``tls_server_config``."""
     bad = set(tls) & _UNSUPPORTED_TLS
     if bad:
         raise WebConfigError(f"{path}: tls_server_config.{sorted(bad)[0]} is not supported by ringtrace")
-    if set(tls) - _TLS_KEYS:
-        raise WebConfigError(f"{path}: tls_server_config: unknown key(s) {', '.join(sorted(set(tls) - _TLS_KEYS))}")
+    _mapping(tls, f"{path}: tls_server_config", _TLS_KEYS)
 
     def file(key: str) -> Path | None:
         value = tls.get(key)
@@ -149,24 +162,16 @@ def load_web_config(path: Path) -> WebConfig:
         raise WebConfigError(f"{path}: invalid web config: not UTF-8") from None
     except yaml.YAMLError as err:
         raise WebConfigError(f"{path}: invalid YAML: {err}") from None
-    top = _mapping(raw, str(path))
-    unknown = set(top) - {"tls_server_config", "basic_auth_users", "http_server_config"}
-    if unknown:
-        raise WebConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    top = _mapping(raw, str(path), {"tls_server_config", "basic_auth_users", "http_server_config"})
     tls = _mapping(top.get("tls_server_config"), f"{path}: tls_server_config")
     kw: dict[str, Any] = _tls(path, tls) if tls else {}
     users = _mapping(top.get("basic_auth_users"), f"{path}: basic_auth_users")
-    checked: dict[str, bytes] = {}
     for user, hashed in users.items():
-        if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed) or not 4 <= int(hashed[4:6]) <= 31:
+        if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
             raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a whole bcrypt hash ($2y$10$ and 53 "
                                  "characters)")
-        checked[user] = hashed.encode()
-    kw["users"] = checked
-    http_cfg = _mapping(top.get("http_server_config"), f"{path}: http_server_config")
-    if set(http_cfg) - {"headers", "http2"}:
-        raise WebConfigError(f"{path}: http_server_config: unknown key(s) "
-                             f"{', '.join(sorted(set(http_cfg) - {'headers', 'http2'}))}")
+    kw["users"] = {user: hashed.encode() for user, hashed in users.items()}
+    http_cfg = _mapping(top.get("http_server_config"), f"{path}: http_server_config", {"headers", "http2"})
     headers = _mapping(http_cfg.get("headers"), f"{path}: http_server_config.headers")
     kw["headers"] = {str(k): str(v) for k, v in headers.items()}
     cfg = WebConfig(path, **kw)
@@ -181,7 +186,7 @@ def weaker(old: WebConfig, new: WebConfig) -> str | None:
         return "turning TLS on or off needs a restart"
     if old.users and not new.users:
         return "basic_auth_users is gone (a half-written file?); removing basic auth needs a restart"
-    if _STRENGTH[new.client_auth] < _STRENGTH[old.client_auth]:
+    if new.client_auth < old.client_auth:  # VerifyMode: NONE < OPTIONAL < REQUIRED
         return "a weaker client_auth_type (a half-written file?) needs a restart"
     return None
 
@@ -259,24 +264,13 @@ class Active:
         return self.config.headers if self.config is not None else {}
 
 
-def _stamp(files: tuple[Path, ...]) -> tuple[tuple[int, int, int], ...]:
-    out = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-        except OSError:
-            out.append((-1, -1, -1))
-    return tuple(out)
-
-
 class WebSettings:
     """The web config in force (:attr:`active`, swapped atomically) and its reload."""
 
     def __init__(self, path: Path | None) -> None:
         cfg = load_web_config(path) if path is not None else None
         self.active = self._activate(cfg)
-        self._stamp = _stamp(cfg.watched_files()) if cfg is not None else ()
+        self._stamp = cfg.stamp() if cfg is not None else ()
 
     @staticmethod
     def _activate(cfg: WebConfig | None) -> Active:
@@ -286,15 +280,12 @@ class WebSettings:
     def changed(self) -> bool:
         """Whether a watched file changed since the last (attempted) reload: a few ``stat`` calls."""
         cfg = self.active.config
-        return cfg is not None and _stamp(cfg.watched_files()) != self._stamp
+        return cfg is not None and cfg.stamp() != self._stamp
 
     def reload(self) -> None:
         """Re-read the config when a watched file changed (blocking; bcrypt and file reads)."""
         cfg = self.active.config
-        if cfg is None:
-            return
-        stamp = _stamp(cfg.watched_files())
-        if stamp == self._stamp:
+        if cfg is None or (stamp := cfg.stamp()) == self._stamp:
             return
         self._stamp = stamp
         try:
@@ -303,7 +294,7 @@ class WebSettings:
             if why is not None:
                 raise WebConfigError(f"{cfg.path}: {why}")
             self.active = self._activate(new)
-            self._stamp = _stamp(new.watched_files())
+            self._stamp = new.stamp()
             log.info("web config %s reloaded", cfg.path)
         except WebConfigError as err:
             log.error("%s; keeping the previous web config", err)
