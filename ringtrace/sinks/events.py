@@ -1,16 +1,13 @@
 """The events sink: one JSON line per finished run (the summary's file object + ``reason``).
 
 Every line is written whole or not at all: it is built in memory and handed to the kernel in
-one ``os.write`` on the stream's file descriptor (opened with ``O_APPEND`` by
-:meth:`EventsSink.open`; Python's ``"ab"`` mode is the same).  When a regular file takes only
-part of a line (a full disk) or the write fails, the file is truncated back to where the line
-started and the error is raised to the :class:`~ringtrace.sinks.FanOut`, which logs and counts
-it (``ringtrace_sink_errors_total{sink="events"}``): that run's line is lost, the file holds
-only whole lines, and the next run's line starts on a line of its own.  Pipes and terminals
-(``--events -``) cannot be truncated; there the stream completes short writes itself.
-
-A string that still holds surrogate escapes (from a path that is not UTF-8; the summary's path
-itself shows U+FFFD) is written as JSON ``\\udcXX`` escapes rather than losing the line.
+one ``os.write`` on the stream's file descriptor (``O_APPEND``, as :meth:`EventsSink.open` and
+Python's ``"ab"`` open it).  When a regular file takes only part of a line (a full disk) or the
+write fails, the file is truncated back to where the line started and the error is raised to the
+:class:`~ringtrace.sinks.FanOut`, which logs and counts it: that run's line is lost, the file holds
+only whole lines.  Pipes and terminals (``--events -``) cannot be truncated; there the stream
+completes short writes itself.  A string that still holds surrogate escapes (a path that is not
+UTF-8) is written as JSON ``\\udcXX`` escapes rather than losing the line.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import json
 import os
 import re
 import stat
-from collections import deque
 from typing import IO
 
 import msgspec
@@ -50,12 +46,10 @@ class EventsSink:
         self._encoder = msgspec.json.Encoder()
         stream.flush()
         self._fd = stream.fileno()
-        mode = os.fstat(self._fd).st_mode
-        self._regular = stat.S_ISREG(mode)
+        self._regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._append = bool(fcntl.fcntl(self._fd, fcntl.F_GETFL) & os.O_APPEND)
         self._where = name or str(getattr(stream, "name", self._fd))
-        self._keys: set[str] = set()
-        self._order: deque[str] = deque()
+        self._keys: dict[str, None] = {}  # run keys written (the newest KEYS_KEPT), in order
 
     @classmethod
     def open(cls, path: str) -> EventsSink:
@@ -67,38 +61,33 @@ class EventsSink:
         """
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         sink = cls(os.fdopen(fd, "ab", buffering=0), owns=True, name=path)
-        sink._remember_written()
+        size = os.fstat(fd).st_size
+        n = min(size, TAIL_BYTES)
+        for key in _RUN_KEY.findall(os.pread(fd, n, size - n)):
+            sink._remember(key.decode())
         return sink
 
-    def _remember_written(self) -> None:
-        size = os.fstat(self._fd).st_size
-        n = min(size, TAIL_BYTES)
-        for key in _RUN_KEY.findall(os.pread(self._fd, n, size - n)):
-            self._remember(key.decode())
-
     def _remember(self, key: str) -> None:
-        self._keys.add(key)
-        self._order.append(key)
-        if len(self._order) > KEYS_KEPT:
-            self._keys.discard(self._order.popleft())
+        self._keys[key] = None
+        if len(self._keys) > KEYS_KEPT:
+            del self._keys[next(iter(self._keys))]
 
     def receive(self, event: SinkEvent) -> None:
-        if isinstance(event, RunFinished):
-            if event.key and event.key in self._keys:
-                return  # this very run (same file, same bytes) is in the file already
-            obj = file_object(event)
-            obj["reason"] = event.reason
-            if event.key:
-                obj["run_key"] = event.key
-            try:
-                line = self._encoder.encode(obj)
-            except UnicodeEncodeError:
-                # a string from a path that is not UTF-8 (os.fsdecode's lone surrogates): JSON \udcXX
-                # escapes, so json.loads gives back the str and os.fsencode the original bytes
-                line = json.dumps(obj, separators=(",", ":")).encode("ascii")
-            self._write(line + b"\n", event.source.path)
-            if event.key:
-                self._remember(event.key)
+        if not isinstance(event, RunFinished) or event.key in self._keys:
+            return  # a run in the file already (same file, same bytes; "" is never remembered) is not repeated
+        obj = file_object(event)
+        obj["reason"] = event.reason
+        if event.key:
+            obj["run_key"] = event.key
+        try:
+            line = self._encoder.encode(obj)
+        except UnicodeEncodeError:
+            # a string from a path that is not UTF-8 (os.fsdecode's lone surrogates): JSON \udcXX
+            # escapes, so json.loads gives back the str and os.fsencode the original bytes
+            line = json.dumps(obj, separators=(",", ":")).encode("ascii")
+        self._write(line + b"\n", event.source.path)
+        if event.key:
+            self._remember(event.key)
 
     def _write(self, line: bytes, what: str) -> None:
         fd = self._fd
@@ -114,18 +103,16 @@ class EventsSink:
                 if n <= 0:
                     raise OSError(errno.EIO, "write returned 0")
                 done += n
-            return
-        except OSError as e:
-            err = e
-        try:
-            os.ftruncate(fd, start)
-            os.lseek(fd, start, os.SEEK_SET)
-            kept = "the file is truncated back to its last whole line"
-        except OSError as e:
-            kept = f"and it could not be truncated back to its last whole line ({e.strerror or e})"
-        cut = f" after {done} of {len(line)} bytes" if done else ""
-        raise OSError(err.errno, f"cannot write the event of {what} to {self._where}: {err.strerror or err}{cut}; "
-                                 f"the line is dropped, {kept}") from err
+        except OSError as err:
+            try:
+                os.ftruncate(fd, start)
+                os.lseek(fd, start, os.SEEK_SET)
+                kept = "the file is truncated back to its last whole line"
+            except OSError as e:
+                kept = f"and it could not be truncated back to its last whole line ({e.strerror or e})"
+            cut = f" after {done} of {len(line)} bytes" if done else ""
+            raise OSError(err.errno, f"cannot write the event of {what} to {self._where}: {err.strerror or err}"
+                                     f"{cut}; the line is dropped, {kept}") from err
 
     def flush(self) -> None:
         """Nothing is buffered: every line went to the kernel in :meth:`receive`."""
