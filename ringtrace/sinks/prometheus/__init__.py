@@ -17,7 +17,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -140,9 +140,9 @@ def _sized(advice: RunAdvice | None) -> RunAdvice | None:
 @dataclass(slots=True)
 class _SelfCounts:
     records: int = 0
-    parse_errors: dict[str, int] = field(default_factory=dict)
+    parse_errors: Counter[str] = field(default_factory=Counter)
     started: int = 0
-    finished: dict[str, int] = field(default_factory=dict)
+    finished: Counter[str] = field(default_factory=Counter)
     expired: int = 0
     evicted: int = 0
     files_watched: int | None = None
@@ -166,11 +166,10 @@ class PrometheusSink:
     name = "prometheus"
     wants = WANT_SUMMARIES
 
-    def __init__(self, registry: CollectorRegistry | None = None, series_ttl: float = 900.0,
-                 clock: Callable[[], float] = time.time,
+    def __init__(self, series_ttl: float = 900.0, clock: Callable[[], float] = time.time,
                  sink_errors: Callable[[], Mapping[str, int]] | None = None, max_runs: int = 10_000,
                  reader: Callable[[], Mapping[str, int]] | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry(auto_describe=True)
         self.series_ttl = series_ttl
         self.max_runs = max_runs
         self._clock = clock
@@ -178,7 +177,7 @@ class PrometheusSink:
         self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
-        self._finished: deque[tuple[float, _RunState]] = deque()  # finish order
+        self._finished: deque[_RunState] = deque()  # finish order (their updated_at is the finish time)
         self._self = _SelfCounts()
         self._build = [_version(), platform.python_version()]
         self.registry.register(self)
@@ -239,20 +238,17 @@ class PrometheusSink:
         self._state(ev.source, now, ev.meta)
 
     def _progress(self, ev: RunProgress, now: float) -> None:
-        counts = self._self
-        for p in ev.problems:
-            if p.severity == "error":
-                counts.parse_errors[p.reason] = counts.parse_errors.get(p.reason, 0) + 1
+        self._self.parse_errors.update(p.reason for p in ev.problems if p.severity == "error")
         st = self._state(ev.source, now)
         if st is None or st.final is not None:
             return
         if ev.summary is not None:
-            counts.records += ev.summary.records - st.live.records
+            self._self.records += ev.summary.records - st.live.records
             st.live = ev.summary
         st.updated_at = now
 
     def _finish(self, ev: RunFinished, now: float) -> None:
-        self._self.finished[ev.reason] = self._self.finished.get(ev.reason, 0) + 1
+        self._self.finished[ev.reason] += 1
         st = self._state(ev.source, now, ev.summary.meta)
         if st is None or st.final is not None:
             return
@@ -261,11 +257,11 @@ class PrometheusSink:
         st.final = msgspec.structs.replace(ev, findings=(), problems=(), wedge_causes=(), advice=_sized(ev.advice))
         st.live = ev.summary
         st.updated_at = now
-        self._finished.append((now, st))
+        self._finished.append(st)
 
     def _drop_oldest_finished(self) -> int:
         """Forget the run that finished first (unless it was replaced already); how many runs went."""
-        _, st = self._finished.popleft()
+        st = self._finished.popleft()
         if self._runs.get(st.source.path) is not st:
             return 0
         del self._runs[st.source.path]
@@ -273,7 +269,7 @@ class PrometheusSink:
 
     def _expire(self, now: float) -> None:
         """Drop finished runs older than the TTL (finish order is clock order)."""
-        while self._finished and self._finished[0][0] + self.series_ttl <= now:
+        while self._finished and self._finished[0].updated_at + self.series_ttl <= now:
             self._self.expired += self._drop_oldest_finished()
 
     def _bound(self) -> None:
@@ -313,7 +309,7 @@ class PrometheusSink:
     def self_families(self) -> Iterator[Metric]:
         """The exporter's own families (counters, the reader's gauges, build info)."""
         with self._lock:
-            c = replace(self._self, parse_errors=dict(self._self.parse_errors), finished=dict(self._self.finished))
+            c = replace(self._self, parse_errors=self._self.parse_errors.copy(), finished=self._self.finished.copy())
             tracked = len(self._runs)
         reader = _poll(self._reader)
         watched = reader.get("files_watched", c.files_watched)

@@ -1,10 +1,10 @@
 """The metrics HTTP server: aiohttp's web server in the app's event loop.
 
 * ``/metrics``: ``render(accept)`` -> (body, content type), called in a worker thread so a scrape
-  never blocks the loop; gzip when ``Accept-Encoding`` allows it.  A failing render answers 500
-  with a generic body and logs the error.
-* ``/healthz``: 200 while the process serves; ``/readyz``: 200 when ``ready()`` is true, else 503.
-  Both answer without authentication (they tell nothing but "ok"), so probes need no secret.
+  never blocks the loop; gzip when ``Accept-Encoding`` allows it.  A failing render answers a
+  generic 500 and is logged.
+* ``/healthz`` (200 while the process serves) and ``/readyz`` (200 when ``ready()``, else 503)
+  answer without authentication: they tell nothing but "ok", so probes need no secret.
 * ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt
   basic auth, extra headers.  The listening socket is plain; each accepted connection is upgraded
   with ``loop.start_tls`` using the TLS context in force at that moment, so edits and renewed
@@ -12,13 +12,12 @@
 
 Hostile clients (the server is reachable from the network):
 
-* at most ``max_connections`` connections; when all are taken, a new one closes an idle
-  connection (no request in progress): one between keep-alive requests first (its client just
-  reconnects), else the one waiting longest for its first request or its TLS handshake; when
-  every connection is busy with a request, the new one is closed instead;
-* a connection idle for ``idle_timeout`` seconds (headers never finished, handshake never done)
-  is closed; a request (render and response write) gets ``request_timeout`` seconds;
-* bcrypt checks run on a small pool of their own, so floods of bad credentials cannot take the
+* at most ``max_connections`` connections; at the cap a new one closes an idle connection (one
+  between keep-alive requests first, else the one waiting longest for its first request or its
+  TLS handshake), or is itself closed when every connection is busy with a request;
+* a connection idle for ``idle_timeout`` seconds (headers or handshake never finished) is closed;
+  a request (render and response write) gets ``request_timeout`` seconds;
+* bcrypt checks run on a small pool of their own: floods of bad credentials cannot take the
   threads that render scrapes;
 * no response carries exception text or a version (``Server: ringtrace``, generic error bodies,
   aiohttp's own parser errors included).
