@@ -16,13 +16,17 @@ from rich.text import Text
 
 from ringtrace.advise import advice_json
 from ringtrace.diagnose import describe_log, fmt_amount
-from ringtrace.records import WANT_SUMMARIES, HostLog, RunFinished, SinkEvent
+from ringtrace.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _ratio(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
+
+
+def _problems(problems: tuple[Problem, ...]) -> list[dict[str, Any]]:
+    return [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message} for p in problems]
 
 
 def file_object(fin: RunFinished) -> dict[str, Any]:
@@ -55,8 +59,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
         "wedged": [{"site": w.site, "depth": w.depth, "ring": w.ring, "line": w.line} for w in s.wedged],
         "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message,
                       **({"confirmed": f.confirmed} if f.rule == "wedged" else {})} for f in fin.findings],
-        "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
-                     for p in fin.problems],
+        "problems": _problems(fin.problems),
         "host_log": host_log_object(fin.host_log),
         "advice": advice_json(fin.advice.advice) if fin.advice is not None else [],
     }
@@ -75,8 +78,7 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
             "task_window": list(sizes.task_window), "heap": list(sizes.heap), "dep_pool": list(sizes.dep_pool)},
         "deadlock": msgspec.to_builtins(log.deadlock) if log.deadlock is not None else None,
         "fatal_lines": list(log.fatal_lines), "run_status": list(log.run_status), "not_written": list(log.not_written),
-        "problems": [{"line": p.line, "reason": p.reason, "severity": p.severity, "message": p.message}
-                     for p in log.problems],
+        "problems": _problems(log.problems),
     }
 
 
@@ -101,10 +103,6 @@ class SummarySink:
 
     def to_json(self) -> dict[str, Any]:
         return {"files": [file_object(f) for f in self.finished]}
-
-    def render_table(self, console: Console) -> None:
-        for fin in self.finished:
-            render_run(console, fin)
 
 
 def render_run(console: Console, fin: RunFinished) -> None:
@@ -152,9 +150,10 @@ def render_run(console: Console, fin: RunFinished) -> None:
     for f in fin.findings:
         console.print(f"  [{_STYLE[f.severity]}]{f.severity}[/] {f.rule}: ", end="")
         console.print(f.message, markup=False, highlight=False)
-    for prob in fin.problems[:10]:
+    shown = fin.problems[:10]
+    for prob in shown:
         console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
                       highlight=False)
-    if s.parse_errors > sum(1 for prob in fin.problems[:10] if prob.severity == "error"):
+    if s.parse_errors > sum(prob.severity == "error" for prob in shown):
         console.print(f"  ({s.parse_errors} parse errors in all)")
     console.print()
