@@ -346,9 +346,8 @@ class MetricsServer:
     # -- requests ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = request.protocol if isinstance(request.protocol, _Conn) else None
-        if conn is not None:
-            conn.request_started()
+        conn = cast(_Conn, request.protocol)  # every connection is made by start()'s _Conn factory
+        conn.request_started()
         try:
             try:
                 async with asyncio.timeout(self.request_timeout):
@@ -368,12 +367,10 @@ class MetricsServer:
                     await resp.write_eof()
             except TimeoutError:
                 log.debug("a metrics client did not read its response within %.0fs", self.request_timeout)
-                if conn is not None:
-                    conn.rt_abort()
+                conn.rt_abort()
             return resp
         finally:
-            if conn is not None:
-                conn.request_done()
+            conn.request_done()
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         active = await self.current()
