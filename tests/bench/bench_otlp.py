@@ -50,7 +50,8 @@ from ringtrace.records import RunFinished, RunProgress, RunStarted, SinkEvent
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
 from ringtrace.sinks.otlp._select import Budget
-from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans, to_readable
+from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans
+from tests._otlp_view import all_attrs, to_readable
 from tests._sinks import Collect
 from tests.otlp_receiver import Blackhole
 
@@ -192,7 +193,7 @@ def baseline_tracer(spans: list[SpanData], rx: Receiver, protocol: str) -> dict[
     root = tracer.start_span("root", start_time=spans[0].start_ns)
     ctx = trace_api.set_span_in_context(root)
     for sp in spans[1:]:
-        attrs: dict[str, Any] = dict(sp.all_attrs())
+        attrs: dict[str, Any] = dict(all_attrs(sp))
         s = tracer.start_span(sp.name, context=ctx, attributes=attrs, start_time=sp.start_ns)
         s.end(end_time=sp.end_ns)
     root.end(end_time=spans[0].end_ns)

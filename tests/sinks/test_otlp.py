@@ -64,8 +64,8 @@ from ringtrace.sinks.otlp._spans import (
     TimeAxis,
     WireEncoder,
     build_spans,
-    to_readable,
 )
+from tests._otlp_view import to_readable
 from tests._sinks import Collect
 from tests.conftest import SAMPLES, encode_lines, meta, rec
 from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls

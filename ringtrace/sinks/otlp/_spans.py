@@ -14,7 +14,7 @@
 * **Wire.**  :class:`WireEncoder` writes ``ExportTraceServiceRequest`` protobuf bytes directly
   (the SDK's generic encoder builds ~45 protobuf objects per span and costs 5-8x the CPU, see
   ``tests/bench/bench_otlp.py``); tests prove its output parses equal to the SDK encoder's on
-  the same spans made SDK ``ReadableSpan`` objects (:func:`to_readable`).
+  the same spans made SDK ``ReadableSpan`` objects (``tests/_otlp_view.py``).
 
 Pure: no I/O, no clock (``seen_at`` comes from the caller).
 """
@@ -29,9 +29,7 @@ from typing import Any
 
 import msgspec
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ringtrace.diagnose import ORCH_ERRORS
 from ringtrace.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
@@ -54,8 +52,9 @@ class SpanData(msgspec.Struct, frozen=True, gc=False):
     """One span, ready to encode.  ``parent_id`` is empty for the root; ``error`` set = status ERROR.
 
     A scope span keeps its :class:`Scope` and the ring's capacities instead of a list of
-    attributes (:func:`scope_attrs` makes them; the encoder writes them directly); ``attrs``
-    then holds the extra ones (``ringtrace.peak``, ``ringtrace.parent_line``), which follow.
+    attributes (:func:`scope_attr_bytes` writes them: ``ringtrace.depth/ring/line/end_line`` and,
+    per resource, the three figures and their ratios); ``attrs`` then holds the extra ones
+    (``ringtrace.peak``, ``ringtrace.parent_line``), which follow.
     """
 
     span_id: bytes
@@ -68,9 +67,6 @@ class SpanData(msgspec.Struct, frozen=True, gc=False):
     events: tuple[SpanEvent, ...] = ()
     scope: Scope | None = None
     caps: tuple[int | None, ...] = ()
-
-    def all_attrs(self) -> Attrs:
-        return self.attrs if self.scope is None else scope_attrs(self.scope, self.caps) + self.attrs
 
 
 class RunIds:
@@ -103,22 +99,6 @@ class TimeAxis:
 
 
 # -- building ----------------------------------------------------------------------------------
-
-
-def scope_attrs(scope: Scope, caps: Sequence[int | None]) -> Attrs:
-    """``ringtrace.depth/ring/line/end_line`` and, per resource, the three figures and their ratios."""
-    out: Attrs = [("ringtrace.depth", scope.depth), ("ringtrace.ring", scope.ring),
-                  ("ringtrace.line", scope.begin_line), ("ringtrace.end_line", scope.end_line)]
-    for r, usage in enumerate(scope.usage):
-        if usage is None:
-            continue
-        names = _USAGE_KEYS[r]
-        hw, live, alloc = usage.high_water, usage.live_at_exit, usage.alloc
-        out += ((names[0], hw), (names[1], live), (names[2], alloc))
-        cap = caps[r]
-        if cap:
-            out += ((names[3], hw / cap), (names[4], live / cap), (names[5], alloc / cap))
-    return out
 
 
 _USAGE_KEYS = tuple(tuple(f"{PREFIX}{res}.{m}" for m in (*METRICS, *(f"{x}_ratio" for x in METRICS)))
@@ -326,7 +306,7 @@ _RATIO_PACKS = tuple(struct.Struct("<" + "".join(f"{len(h)}sd" for h in heads)).
 
 
 def scope_attr_bytes(scope: Scope, caps: Sequence[int | None]) -> bytes:
-    """:func:`scope_attrs` as span field 9 entries, written without intermediate objects."""
+    """The scope's attributes (see :class:`SpanData`) as span field 9 entries, without intermediate objects."""
     out: list[bytes] = []
     for heads, v in zip(_BASE_HEADS, (scope.depth, scope.ring, scope.begin_line, scope.end_line), strict=True):
         vb = varint(v)
@@ -392,18 +372,3 @@ class WireEncoder:
         scope_spans = self._scope + b"".join(_ld(SCOPE_SPANS_SPANS, encode_span(tf, sp)) for sp in spans)
         return _ld(REQUEST_RESOURCE_SPANS, self._resource + _ld(RESOURCE_SPANS_SCOPE_SPANS, scope_spans)
                    + self._schema)
-
-
-# -- the SDK's view --------------------------------------------------------------------------------
-
-
-def to_readable(trace_id: bytes, sp: SpanData, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
-    """The same span as an SDK ``ReadableSpan`` (for stock exporters and the encoder tests)."""
-    tid = int.from_bytes(trace_id, "big")
-    ctx = SpanContext(tid, int.from_bytes(sp.span_id, "big"), False, TraceFlags(TraceFlags.SAMPLED))
-    parent = (SpanContext(tid, int.from_bytes(sp.parent_id, "big"), False, TraceFlags(TraceFlags.SAMPLED))
-              if sp.parent_id else None)
-    status = Status(StatusCode.ERROR, sp.error) if sp.error is not None else Status(StatusCode.UNSET)
-    events = [Event(e.name, dict(e.attrs), e.time_ns) for e in sp.events]
-    return ReadableSpan(sp.name, ctx, parent, resource, dict(sp.all_attrs()), events, (), SpanKind.INTERNAL,
-                        status=status, start_time=sp.start_ns, end_time=sp.end_ns, instrumentation_scope=scope)
