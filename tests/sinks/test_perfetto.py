@@ -43,6 +43,8 @@ from ringtrace.records import (
 from ringtrace.run import Run
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
+from ringtrace.sinks.perfetto import _file as trace_file
+from ringtrace.sinks.perfetto import _layout as layout
 from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
 from tests._sinks import Collect
@@ -106,9 +108,9 @@ def test_generated_module_matches_the_script(tmp_path: Path) -> None:
 def test_hand_encoded_tags_match_the_descriptors() -> None:
     P, E, A = ours.TracePacket, ours.TrackEvent, ours.DebugAnnotation
     expected: list[tuple[bytes, Any, str]] = [
-        (tw.TRACE_PACKET, ours.Trace, "packet"),
+        (trace_file.TRACE_PACKET, ours.Trace, "packet"),
         (tw.PKT_TIMESTAMP, P, "timestamp"), (tw.PKT_SEQUENCE_ID, P, "trusted_packet_sequence_id"),
-        (tw.PKT_TRACK_EVENT, P, "track_event"), (tw.PKT_COMPRESSED, P, "compressed_packets"),
+        (tw.PKT_TRACK_EVENT, P, "track_event"), (trace_file.PKT_COMPRESSED, P, "compressed_packets"),
         (tw.EV_DEBUG_ANNOTATION, E, "debug_annotations"), (tw.EV_TYPE, E, "type"), (tw.EV_NAME_IID, E, "name_iid"),
         (tw.EV_TRACK_UUID, E, "track_uuid"), (tw.EV_EXTRA_VALUE, E, "extra_counter_values"), (tw.EV_NAME, E, "name"),
         (tw.EV_COUNTER_VALUE, E, "counter_value"), (tw.EV_EXTRA_UUID, E, "extra_counter_track_uuids"),
@@ -668,11 +670,11 @@ def run_events(path: Path, source: Source, chunk: int = 16 << 10) -> list[SinkEv
 
 
 @pytest.mark.parametrize(("rank", "pid"), [
-    ("0", 1), ("7", 8), (str(tw.PID_MAX - 1), tw.PID_MAX), (str(tw.PID_MAX), 1),
-    ("9" * 30, 1 + int("9" * 30) % tw.PID_MAX), ("", 1), ("x1", 1), ("\u00b2", 1),
+    ("0", 1), ("7", 8), (str(layout.PID_MAX - 1), layout.PID_MAX), (str(layout.PID_MAX), 1),
+    ("9" * 30, 1 + int("9" * 30) % layout.PID_MAX), ("", 1), ("x1", 1), ("\u00b2", 1),
 ])
 def test_rank_pid_fits_perfettos_int32(rank: str, pid: int) -> None:
-    assert tw.rank_pid(rank) == pid and 1 <= pid <= tw.PID_MAX
+    assert layout.rank_pid(rank) == pid and 1 <= pid <= layout.PID_MAX
 
 
 def test_dir_sink_writes_a_run_whose_rank_is_too_large_for_a_pid(write_jsonl: Any, tmp_path: Path) -> None:
@@ -685,7 +687,7 @@ def test_dir_sink_writes_a_run_whose_rank_is_too_large_for_a_pid(write_jsonl: An
     fanout.close()
     assert fanout.errors["perfetto-dir"] == 0 and len(sink.written) == 2
     pids = [[d.process.pid for d in Model(packets(p)).processes().values()] for p in sink.written]
-    assert pids == [[1 + 99999999999 % tw.PID_MAX], [4]]
+    assert pids == [[1 + 99999999999 % layout.PID_MAX], [4]]
 
 
 def test_runs_labelled_alike_under_different_roots_get_their_own_files(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ Layout of a trace:
 
 * one process per source, named :attr:`Source.name` (run/rank/dispatch).  pids follow the
   rank order (``convert``: all sources sorted by run, rank, dispatch; dir sink: rank + 1, mapped
-  into Perfetto's int32 range for huge ranks: :func:`~ringtrace.sinks.perfetto._trace_writer.rank_pid`).
+  into Perfetto's int32 range for huge ranks: :func:`~ringtrace.sinks.perfetto._layout.rank_pid`).
   The process descriptor is written when the run ends, so its description and labels can
   state the version, ``fatal``, ``dropped``, an incomplete file and a wedge;
 * under it, one track per ring (``ring N``) holding the scopes as nested slices: name = site;
@@ -50,8 +50,9 @@ from typing import Literal
 
 from ringtrace.records import RunFinished, SinkEvent, Source
 
+from ._file import TraceFile
 from ._json import JsonTrace
-from ._trace_writer import ProtoTrace, TraceFile
+from ._trace_writer import ProtoTrace
 
 log = logging.getLogger("ringtrace.sinks.perfetto")
 

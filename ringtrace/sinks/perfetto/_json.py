@@ -16,7 +16,8 @@ from ringtrace.records import (
     Source,
 )
 
-from ._trace_writer import JSON_TIME_AXIS, RingState, RunState, TraceFile, process_name, run_status, sort_key
+from ._file import TraceFile
+from ._layout import JSON_TIME_AXIS, RingState, RunState, process_name, sort_key
 
 
 class JsonTrace:
@@ -115,10 +116,8 @@ class JsonTrace:
         self._emit({"ph": "E", "pid": run.uuid, "tid": scope.ring + 1, "ts": at, "args": args})
 
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
-        """As :meth:`ProtoTrace._finish`: the pairer's open scopes end at the final tick."""
-        opened = fin.summary.open if fin is not None else run.open
-        wedged = fin is not None and bool(fin.summary.wedged)
-        at = run.last_line + 1
+        """As the protobuf trace's: the pairer's open scopes end at the final tick (:meth:`RunState.finish`)."""
+        opened, wedged, at = run.finish(fin, "1 us")
         if wedged and fin is not None and opened:
             inner = opened[-1]
             wargs: dict[str, object] = {"depth": inner.depth, "line": inner.line}
@@ -128,9 +127,6 @@ class JsonTrace:
                         "args": wargs})
         for scope in reversed(opened):
             self._end(run, scope, at, "wedged" if wedged else "open_at_close")
-        if fin is not None and fin.summary.meta is not None:
-            run.meta = fin.summary.meta
-        run.labels, run.description = run_status(run.source, run.meta, fin, "1 us")
         del self.runs[run.source]
         self.done.append(run)
         if not self.defer:

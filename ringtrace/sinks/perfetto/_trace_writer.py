@@ -1,4 +1,4 @@
-"""The protobuf side of the Perfetto sinks: wire encoding by hand, the trace layout, the file.
+"""The protobuf trace: wire encoding by hand and :class:`ProtoTrace`, sink events -> packets.
 
 * Wire: the hot path (one packet per boundary record) is encoded without protobuf message
   objects, which cost ~10x more.  Field tags are named constants (``message.field = number``,
@@ -7,33 +7,20 @@
   which in turn is checked against the official ``perfetto_trace_pb2``.  Rare packets
   (descriptors, defaults, interned annotation names) are built with ``ringtrace._pb``.
 * :class:`ProtoTrace`: sink events -> packets, for any number of sources (the layout is
-  described in :mod:`ringtrace.sinks.perfetto`).
-* :class:`TraceFile`: appends framed ``Trace.packet`` entries to ``<path>.tmp`` and renames it
-  to ``path`` in :meth:`TraceFile.commit` (atomic: ``path`` is never a partial trace).  With
-  ``compress`` (the default) packets are batched and written as
-  ``TracePacket.compressed_packets`` (a zlib-deflated ``Trace``: Perfetto's own packet
-  compression, read by the trace processor), so memory is O(batch), never O(trace).
+  described in :mod:`ringtrace.sinks.perfetto`), appended to a :class:`~._file.TraceFile`.
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
-import zlib
-from pathlib import Path
-from typing import BinaryIO
-
 from google.protobuf.message import Message
 
 from ringtrace._pb import ringtrace_perfetto_pb2 as pb
-from ringtrace.diagnose import ORCH_ERRORS, fmt_amount
+from ringtrace.diagnose import fmt_amount
 from ringtrace.records import (
     RESOURCES,
     Abandoned,
     Meta,
     OpenScope,
-    PairEvent,
     Record,
     RunFinished,
     RunProgress,
@@ -45,13 +32,13 @@ from ringtrace.records import (
 )
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
-# Trace
-TRACE_PACKET = tag(1, LEN)  # Trace.packet = 1
+from ._file import TRACE_PACKET, TraceFile, field_bytes, framed
+from ._layout import TIME_AXIS, RingState, RunState, event_line, process_name, rank_pid, sort_key
+
 # TracePacket
 PKT_TIMESTAMP = tag(8, VARINT)  # TracePacket.timestamp = 8
 PKT_SEQUENCE_ID = tag(10, VARINT)  # TracePacket.trusted_packet_sequence_id = 10
 PKT_TRACK_EVENT = tag(11, LEN)  # TracePacket.track_event = 11
-PKT_COMPRESSED = tag(50, LEN)  # TracePacket.compressed_packets = 50
 PKT_INTERNED_DATA = tag(12, LEN)  # TracePacket.interned_data = 12
 # InternedData, EventName
 INTERNED_EVENT_NAMES = tag(2, LEN)  # InternedData.event_names = 2
@@ -93,11 +80,6 @@ _COUNTER = _template(EV_TYPE + varint(COUNTER), EV_TRACK_UUID, None, EV_COUNTER_
 _PACKET_FIXED = len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT)
 """Bytes of a packet besides its timestamp, sequence id, event length, event and interned data."""
 
-def field_bytes(field_tag: bytes, payload: bytes) -> bytes:
-    """A length-delimited field: tag, length, payload."""
-    return field_tag + varint(len(payload)) + payload
-
-
 def annotation_prefixes(name_iid: int) -> tuple[bytes, ...]:
     """``prefix[k] + value`` is a whole ``debug_annotations`` field with an int value of k bytes."""
     name = ANN_NAME_IID + varint(name_iid) + ANN_INT
@@ -110,140 +92,11 @@ def bool_annotation(name_iid: int) -> bytes:
     return EV_DEBUG_ANNOTATION + varint(len(inner)) + inner
 
 
-def framed(packet: bytes) -> bytes:
-    """One ``Trace.packet`` entry."""
-    return TRACE_PACKET + varint(len(packet)) + packet
-
-
 def framed_message(msg: Message) -> bytes:
     return framed(msg.SerializeToString())
 
 
-class TraceFile:
-    """A trace being written: ``parts`` collects framed packets; :meth:`spill` writes them out.
-
-    Callers append framed packets to ``parts`` and call :meth:`spill` now and then; nothing is
-    written to ``path`` itself until :meth:`commit`.  Used from one thread.
-
-    * ``keep_open=False``: the temp file is opened only while a batch is appended (the dir
-      sink: many runs may be open at once, and each would otherwise hold a file descriptor).
-    * ``threaded=True``: full batches are deflated and written by a worker thread (zlib
-      releases the GIL, so this overlaps the encoding; ``convert``).  At most two batches
-      wait for it; :meth:`flush`, :meth:`commit` and :meth:`abort` wait until it is done.
-
-    Raises OSError from the file system (a worker's error at the next call); the sinks catch it.
-    """
-
-    def __init__(self, path: Path, compress: bool = True, batch: int = 256 << 10, level: int = 1,
-                 keep_open: bool = True, threaded: bool = False) -> None:
-        self.path = path
-        self.tmp = path.with_suffix(path.suffix + ".tmp")
-        self.compress = compress
-        self.batch = batch
-        self.level = level
-        self.parts: list[bytes] = []
-        self.raw_bytes = 0  # uncompressed framed bytes produced so far (for figures)
-        self.written = 0  # bytes written to the file so far
-        self._fh: BinaryIO | None = self.tmp.open("wb")
-        if not keep_open:
-            self._fh.close()
-            self._fh = None
-        self._error: Exception | None = None
-        self._queue: queue.Queue[bytes | None] | None = None
-        self._worker: threading.Thread | None = None
-        if threaded:
-            self._queue = queue.Queue(maxsize=2)
-            self._worker = threading.Thread(target=self._work, name=f"deflate {path.name}", daemon=True)
-            self._worker.start()
-
-    def _write(self, data: bytes) -> None:
-        self.raw_bytes += len(data)
-        if self.compress:
-            data = framed(field_bytes(PKT_COMPRESSED, zlib.compress(data, self.level)))
-        if self._fh is not None:
-            self._fh.write(data)
-        else:
-            with self.tmp.open("ab") as fh:
-                fh.write(data)
-        self.written += len(data)
-
-    def _work(self) -> None:
-        assert self._queue is not None
-        while True:
-            data = self._queue.get()
-            try:
-                if data is None:
-                    return
-                if self._error is None:
-                    self._write(data)
-            except Exception as err:  # kept, raised on the caller's thread; the worker keeps draining
-                self._error = err
-            finally:
-                self._queue.task_done()
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def spill(self, force: bool = False) -> None:
-        """Write the collected packets once they reach ``batch`` bytes (or now, with ``force``)."""
-        parts = self.parts
-        if not parts:
-            return
-        size = sum(map(len, parts))
-        if size < self.batch and not force:
-            return
-        data = b"".join(parts)
-        parts.clear()
-        if self._queue is not None:
-            self._check()
-            self._queue.put(data)
-        else:
-            self._write(data)
-
-    def _drain(self) -> None:
-        if self._queue is not None:
-            self._queue.join()
-            self._check()
-
-    def _stop(self) -> None:
-        if self._queue is not None and self._worker is not None:
-            self._queue.put(None)
-            self._worker.join()
-            self._queue = None
-
-    def flush(self) -> None:
-        self.spill(force=True)
-        self._drain()
-        if self._fh is not None:
-            self._fh.flush()
-
-    def commit(self) -> None:
-        """Write everything, close, and atomically rename the temp file to ``path``."""
-        try:
-            self.flush()
-        finally:
-            self._stop()
-        if self._fh is not None:
-            self._fh.close()
-        os.replace(self.tmp, self.path)
-
-    def abort(self) -> None:
-        """Stop writing, close and remove the temp file (``path`` is left untouched)."""
-        self.parts.clear()
-        try:
-            self._stop()
-            if self._fh is not None:
-                self._fh.close()
-        finally:
-            self.tmp.unlink(missing_ok=True)
-
-
 # -- the layout ---------------------------------------------------------------------------------
-
-TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
-             "(records carry no timestamps)")
-JSON_TIME_AXIS = TIME_AXIS.replace("1 ns", "1 us")
 
 # Debug annotation names, interned on every ring sequence with these iids.
 ARG_NAMES: tuple[str, ...] = (
@@ -284,113 +137,6 @@ def _ann(prefixes: tuple[bytes, ...], x: int) -> bytes:
     v = varint(x)
     return prefixes[len(v)] + v
 _UNITS = {"task_window": "tasks", "heap": "bytes", "dep_pool": "entries"}
-
-
-class RingState:
-    """One ring of one source: its packet sequence, tracks and interned site names."""
-
-    __slots__ = ("extra", "has_dp", "names", "ring", "seq", "seq_len", "uuid")
-
-    def __init__(self, ring: int, seq: bytes, uuid: int, has_dp: bool) -> None:
-        self.ring = ring
-        self.seq = seq  # the encoded trusted_packet_sequence_id field
-        self.seq_len = len(seq)
-        self.uuid = uuid
-        self.has_dp = has_dp
-        self.names: dict[str, bytes] = {}  # site -> encoded name_iid field
-        self.extra = b""  # encoded extra_counter_track_uuids of the ring's resources (no tensormap)
-
-
-class RunState:
-    """One source's state while it is written: O(rings), plus the pairer's open scopes (its latest summary)."""
-
-    def __init__(self, source: Source, meta: Meta | None, uuid: int, tm_uuid: int) -> None:
-        self.source = source
-        self.meta = meta
-        self.uuid = uuid
-        self.tm_uuid = tm_uuid
-        self.rings: dict[int, RingState] = {}
-        self.open: tuple[OpenScope, ...] = ()  # the pairer's open scopes after the latest progress
-        self.last_line = 0
-        self.labels: list[str] = []
-        self.description = ""
-
-
-def _event_line(ev: PairEvent) -> int:
-    """The line of the record that caused ``ev``."""
-    return ev.end_line if isinstance(ev, Scope) else ev.line
-
-
-def _number(label: str) -> int:
-    """A rank or dispatch label as a number (-1 when it is not one: ASCII digits only)."""
-    return int(label) if label.isascii() and label.isdigit() else -1
-
-
-def sort_key(source: Source) -> tuple[str, int, int, str, int]:
-    """Rank order: run, rank, dispatch (numbers), then path and generation."""
-    lab = source.labels
-    return (lab.run, _number(lab.rank), _number(lab.dispatch), source.path, source.generation)
-
-
-PID_MAX = (1 << 31) - 1
-"""Perfetto's pids are int32."""
-
-
-def rank_pid(rank: str) -> int:
-    """The pid of a source in a trace of its own: rank + 1 (rank order) while that fits an int32;
-    a larger rank is mapped deterministically into 1..PID_MAX; 1 without a numeric rank."""
-    n = _number(rank)
-    if n < 0:
-        return 1
-    return n + 1 if n < PID_MAX else 1 + n % PID_MAX
-
-
-def process_name(source: Source) -> str:
-    return source.name + (f" (generation {source.generation})" if source.generation else "")
-
-
-def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
-               axis: str = "1 ns") -> tuple[list[str], str]:
-    """Process labels (alarms first: wedge, fatal, dropped, incomplete) and description."""
-    labels: list[str] = []
-    text = [f"scope_stats of {source.display_path}", TIME_AXIS.replace("1 ns", axis)]
-    if fin is not None and fin.summary.wedged:
-        w = fin.summary.wedged[-1]
-        labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})" + wedge_code_text(fin))
-    if meta is not None:
-        if meta.fatal:
-            labels.append("FATAL")
-        if meta.dropped:
-            labels.append(f"DROPPED {meta.dropped} records")
-        text.append(f"version {meta.version}, fatal {str(meta.fatal).lower()}, dropped {meta.dropped}, "
-                    f"total {meta.total}")
-    if fin is None:
-        labels.append("UNFINISHED (trace closed before the run ended)")
-    else:
-        s = fin.summary
-        if not s.complete:
-            total = "?" if meta is None or meta.total is None else str(meta.total - meta.dropped)
-            labels.append(f"INCOMPLETE {s.records} of {total} records")
-        text.append(f"records {s.records}, complete {str(s.complete).lower()}, scopes {s.scopes}, "
-                    f"unmatched begins {s.unmatched_begins}, unmatched ends {s.unmatched_ends}, "
-                    f"parse errors {s.parse_errors}, max depth {s.max_depth}, wedged scopes {len(s.wedged)}, "
-                    f"finished: {fin.reason}")
-        text.extend(f"{f.severity} {f.rule}: {f.message}" for f in fin.findings)
-    labels.append(f"version {meta.version}" if meta is not None else "no metadata line")
-    labels.append(f"time: {axis} = 1 record (ts = line)")
-    return labels, "; ".join(text)
-
-
-def wedge_code_text(fin: RunFinished) -> str:
-    """``: orch_error_code=2 HEAP_RING_DEADLOCK (confirmed by the host log)`` for the innermost wedged
-    scope, from the run's ``wedge_causes``; "" when no code is known."""
-    cause = fin.wedge_causes[-1] if fin.wedge_causes else None
-    if cause is None or cause.code is None:
-        return ""
-    name = f" {ORCH_ERRORS[cause.code][0]}" if cause.code in ORCH_ERRORS else ""
-    said = ("likely" if cause.confirmed is None else "confirmed by the host log" if cause.confirmed
-            else "the host log's code")
-    return f": orch_error_code={cause.code}{name} ({said})"
 
 
 def _cap_text(meta: Meta | None, resource: str, ring: int) -> str:
@@ -523,7 +269,7 @@ class ProtoTrace:
         events = ev.events
         ne = len(events)
         ei = 0
-        ev_line = _event_line(events[0]) if ne else -1
+        ev_line = event_line(events[0]) if ne else -1
         join = b"".join
         ann = self._ann
         a_depth, a_line = ann[IID_DEPTH], ann[IID_LINE]
@@ -548,7 +294,7 @@ class ProtoTrace:
                     elif isinstance(pe, Abandoned):
                         self._end(run, pe.scope, line, IID_UNMATCHED)
                     ei += 1
-                    ev_line = _event_line(events[ei]) if ei < ne else -1
+                    ev_line = event_line(events[ei]) if ei < ne else -1
                     if ev_line != line:
                         break
             x = rec.task_window_end - rec.task_window_start
@@ -636,11 +382,9 @@ class ProtoTrace:
         self.out.parts.append(_packet(at, ring, te))
 
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
-        """End the scopes the pairer has open at the final tick (last record + 1), innermost first, as
-        ``wedged`` (with a WEDGED instant inside the innermost) when the run wedged, else ``open_at_close``."""
-        opened = fin.summary.open if fin is not None else run.open
-        wedged = fin is not None and bool(fin.summary.wedged)
-        at = run.last_line + 1
+        """End the pairer's open scopes (:meth:`RunState.finish`), innermost first, with a WEDGED instant
+        inside the innermost when the run wedged."""
+        opened, wedged, at = run.finish(fin)
         if wedged and fin is not None and opened and opened[-1].ring in run.rings:
             inner = opened[-1]
             code = fin.wedge_causes[-1].code if fin.wedge_causes else None  # likely, or the host log's
@@ -648,9 +392,6 @@ class ProtoTrace:
             self._instant(run, run.rings[inner.ring], at, "WEDGED", inner.line, inner.depth, extra)
         for scope in reversed(opened):
             self._end(run, scope, at, IID_WEDGED if wedged else IID_OPEN_AT_CLOSE)
-        if fin is not None and fin.summary.meta is not None:
-            run.meta = fin.summary.meta
-        run.labels, run.description = run_status(run.source, run.meta, fin)
         del self.runs[run.source]
         if self.defer:
             self.done.append(run)

@@ -1,0 +1,128 @@
+"""What the two Perfetto writers share: the per-run and per-ring state, rank order and pids, the
+process labels and description, the time axis (the layout is described in :mod:`ringtrace.sinks.perfetto`)."""
+
+from __future__ import annotations
+
+from ringtrace.diagnose import ORCH_ERRORS
+from ringtrace.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
+
+TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
+             "(records carry no timestamps)")
+JSON_TIME_AXIS = TIME_AXIS.replace("1 ns", "1 us")
+
+
+class RingState:
+    """One ring of one source: its packet sequence, tracks and interned site names."""
+
+    __slots__ = ("extra", "has_dp", "names", "ring", "seq", "seq_len", "uuid")
+
+    def __init__(self, ring: int, seq: bytes, uuid: int, has_dp: bool) -> None:
+        self.ring = ring
+        self.seq = seq  # the encoded trusted_packet_sequence_id field
+        self.seq_len = len(seq)
+        self.uuid = uuid
+        self.has_dp = has_dp
+        self.names: dict[str, bytes] = {}  # site -> encoded name_iid field
+        self.extra = b""  # encoded extra_counter_track_uuids of the ring's resources (no tensormap)
+
+
+class RunState:
+    """One source's state while it is written: O(rings), plus the pairer's open scopes (its latest summary)."""
+
+    def __init__(self, source: Source, meta: Meta | None, uuid: int, tm_uuid: int) -> None:
+        self.source = source
+        self.meta = meta
+        self.uuid = uuid
+        self.tm_uuid = tm_uuid
+        self.rings: dict[int, RingState] = {}
+        self.open: tuple[OpenScope, ...] = ()  # the pairer's open scopes after the latest progress
+        self.last_line = 0
+        self.labels: list[str] = []
+        self.description = ""
+
+    def finish(self, fin: RunFinished | None, axis: str = "1 ns") -> tuple[tuple[OpenScope, ...], bool, int]:
+        """The run ended (``fin``) or its trace closes first (None): takes the final metadata, labels and
+        description; returns what a writer ends at the final tick: the pairer's open scopes (innermost
+        last), whether the run wedged in them (else they are ``open_at_close``), and that tick."""
+        if fin is not None and fin.summary.meta is not None:
+            self.meta = fin.summary.meta
+        self.labels, self.description = run_status(self.source, self.meta, fin, axis)
+        opened = fin.summary.open if fin is not None else self.open
+        return opened, fin is not None and bool(fin.summary.wedged), self.last_line + 1
+
+
+def event_line(ev: PairEvent) -> int:
+    """The line of the record that caused ``ev``."""
+    return ev.end_line if isinstance(ev, Scope) else ev.line
+
+
+def _number(label: str) -> int:
+    """A rank or dispatch label as a number (-1 when it is not one: ASCII digits only)."""
+    return int(label) if label.isascii() and label.isdigit() else -1
+
+
+def sort_key(source: Source) -> tuple[str, int, int, str, int]:
+    """Rank order: run, rank, dispatch (numbers), then path and generation."""
+    lab = source.labels
+    return (lab.run, _number(lab.rank), _number(lab.dispatch), source.path, source.generation)
+
+
+PID_MAX = (1 << 31) - 1
+"""Perfetto's pids are int32."""
+
+
+def rank_pid(rank: str) -> int:
+    """The pid of a source in a trace of its own: rank + 1 (rank order) while that fits an int32;
+    a larger rank is mapped deterministically into 1..PID_MAX; 1 without a numeric rank."""
+    n = _number(rank)
+    if n < 0:
+        return 1
+    return n + 1 if n < PID_MAX else 1 + n % PID_MAX
+
+
+def process_name(source: Source) -> str:
+    return source.name + (f" (generation {source.generation})" if source.generation else "")
+
+
+def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
+               axis: str = "1 ns") -> tuple[list[str], str]:
+    """Process labels (alarms first: wedge, fatal, dropped, incomplete) and description."""
+    labels: list[str] = []
+    text = [f"scope_stats of {source.display_path}", TIME_AXIS.replace("1 ns", axis)]
+    if fin is not None and fin.summary.wedged:
+        w = fin.summary.wedged[-1]
+        labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})" + wedge_code_text(fin))
+    if meta is not None:
+        if meta.fatal:
+            labels.append("FATAL")
+        if meta.dropped:
+            labels.append(f"DROPPED {meta.dropped} records")
+        text.append(f"version {meta.version}, fatal {str(meta.fatal).lower()}, dropped {meta.dropped}, "
+                    f"total {meta.total}")
+    if fin is None:
+        labels.append("UNFINISHED (trace closed before the run ended)")
+    else:
+        s = fin.summary
+        if not s.complete:
+            total = "?" if meta is None or meta.total is None else str(meta.total - meta.dropped)
+            labels.append(f"INCOMPLETE {s.records} of {total} records")
+        text.append(f"records {s.records}, complete {str(s.complete).lower()}, scopes {s.scopes}, "
+                    f"unmatched begins {s.unmatched_begins}, unmatched ends {s.unmatched_ends}, "
+                    f"parse errors {s.parse_errors}, max depth {s.max_depth}, wedged scopes {len(s.wedged)}, "
+                    f"finished: {fin.reason}")
+        text.extend(f"{f.severity} {f.rule}: {f.message}" for f in fin.findings)
+    labels.append(f"version {meta.version}" if meta is not None else "no metadata line")
+    labels.append(f"time: {axis} = 1 record (ts = line)")
+    return labels, "; ".join(text)
+
+
+def wedge_code_text(fin: RunFinished) -> str:
+    """``: orch_error_code=2 HEAP_RING_DEADLOCK (confirmed by the host log)`` for the innermost wedged
+    scope, from the run's ``wedge_causes``; "" when no code is known."""
+    cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+    if cause is None or cause.code is None:
+        return ""
+    name = f" {ORCH_ERRORS[cause.code][0]}" if cause.code in ORCH_ERRORS else ""
+    said = ("likely" if cause.confirmed is None else "confirmed by the host log" if cause.confirmed
+            else "the host log's code")
+    return f": orch_error_code={cause.code}{name} ({said})"
