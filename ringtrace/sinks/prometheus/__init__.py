@@ -17,9 +17,9 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import msgspec
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -140,9 +140,9 @@ def _sized(advice: RunAdvice | None) -> RunAdvice | None:
 @dataclass(slots=True)
 class _SelfCounts:
     records: int = 0
-    parse_errors: Counter[str] = field(default_factory=Counter)
+    parse_errors: dict[str, int] = field(default_factory=dict)
     started: int = 0
-    finished: Counter[str] = field(default_factory=Counter)
+    finished: dict[str, int] = field(default_factory=dict)
     expired: int = 0
     evicted: int = 0
     files_watched: int | None = None
@@ -238,7 +238,10 @@ class PrometheusSink:
         self._state(ev.source, now, ev.meta)
 
     def _progress(self, ev: RunProgress, now: float) -> None:
-        self._self.parse_errors.update(p.reason for p in ev.problems if p.severity == "error")
+        errors = self._self.parse_errors
+        for p in ev.problems:
+            if p.severity == "error":
+                errors[p.reason] = errors.get(p.reason, 0) + 1
         st = self._state(ev.source, now)
         if st is None or st.final is not None:
             return
@@ -248,7 +251,7 @@ class PrometheusSink:
         st.updated_at = now
 
     def _finish(self, ev: RunFinished, now: float) -> None:
-        self._self.finished[ev.reason] += 1
+        self._self.finished[ev.reason] = self._self.finished.get(ev.reason, 0) + 1
         st = self._state(ev.source, now, ev.summary.meta)
         if st is None or st.final is not None:
             return
@@ -309,7 +312,9 @@ class PrometheusSink:
     def self_families(self) -> Iterator[Metric]:
         """The exporter's own families (counters, the reader's gauges, build info)."""
         with self._lock:
-            c = replace(self._self, parse_errors=self._self.parse_errors.copy(), finished=self._self.finished.copy())
+            c = self._self
+            c = _SelfCounts(c.records, dict(c.parse_errors), c.started, dict(c.finished), c.expired, c.evicted,
+                            c.files_watched)
             tracked = len(self._runs)
         reader = _poll(self._reader)
         watched = reader.get("files_watched", c.files_watched)
