@@ -288,3 +288,18 @@ def test_scopes_say_which_peaks_they_set() -> None:
             r = RESOURCES.index(p.resource)
             holder = [sc for sc in scopes if sc.ring == p.ring and sc.sets >> (3 * r) & 1][-1]
             assert holder.begin_line == p.high_water_line and holder.site == p.high_water_site, path
+
+
+def test_a_scope_whose_begin_is_on_another_ring_names_that_ring() -> None:
+    """Odd data (the runtime keeps a scope on one ring): the pairer pairs by depth and site, the
+    figures count on the end's ring, and ``begin_ring`` tells the exporters where the begin was."""
+    from tests.sinks.test_otlp import mark_peaks
+
+    recs = [_r(2, "a", "begin", 1, ring=1), _r(3, "a", "end", 1, ring=2, tw=(0, 2)),
+            _r(4, "b", "begin", 1, ring=2, tw=(0, 2)), _r(5, "b", "end", 1, ring=2, tw=(0, 3)),
+            _r(6, "c", "begin", 1, ring=1, tw=(0, 3)), _r(7, "c", "end", 1, ring=2, tw=(0, 9))]
+    _, events = _push_all(recs)
+    scopes = [e for e in events if isinstance(e, Scope)]
+    assert [(sc.site, sc.ring, sc.begin_ring) for sc in scopes] == [("a", 2, 1), ("b", 2, None), ("c", 2, 1)]
+    assert [sc.sets for sc in scopes] == [sc.sets for sc in mark_peaks(scopes)]  # the same peak rule
+    assert scopes[0].sets == (1 << 9) - 1 and scopes[2].sets & 1  # the ring's first scope; c's high water
