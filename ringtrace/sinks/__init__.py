@@ -29,6 +29,16 @@ from ringtrace.records import WANT_ALL, SinkEvent, Wants
 log = logging.getLogger("ringtrace.sinks")
 
 
+def ringtrace_version() -> str:
+    """The installed ringtrace's version, for build info and user agents ("unknown" from a bare source tree)."""
+    try:
+        from importlib.metadata import version
+
+        return version("ringtrace")
+    except Exception:  # not installed
+        return "unknown"
+
+
 class Sink(Protocol):
     """See the module docstring for the contract."""
 

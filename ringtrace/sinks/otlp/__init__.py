@@ -46,6 +46,7 @@ from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
+from ringtrace.sinks import ringtrace_version
 
 from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve
 from ._export import OtlpProtocol as Protocol
@@ -59,19 +60,10 @@ __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_trac
 
 log = logging.getLogger("ringtrace.sinks.otlp")
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ringtrace")
-    except Exception:  # running from a source tree
-        return "unknown"
-
-
 def default_resource() -> Resource:
     """``service.name=ringtrace``, ``service.version``, ``host.name``; ``OTEL_RESOURCE_ATTRIBUTES`` and
     ``OTEL_SERVICE_NAME`` add to it and win (the SDK's ``Resource.create`` plus its env detector)."""
-    ours = Resource.create({"service.name": "ringtrace", "service.version": _version(),
+    ours = Resource.create({"service.name": "ringtrace", "service.version": ringtrace_version(),
                             "host.name": socket.gethostname()})
     return ours.merge(OTELResourceDetector().detect())
 
@@ -120,9 +112,9 @@ class OtlpSink:
         self._wall = wall
         self.settings = resolve(endpoint, protocol, timeout, os.environ)
         self.resource = resource or default_resource()
-        self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", _version()))
+        self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", ringtrace_version()))
         new = GrpcTransport if self.settings.protocol == "grpc" else HttpTransport
-        self.transport = transport or new(self.settings, f"ringtrace/{_version()}")
+        self.transport = transport or new(self.settings, f"ringtrace/{ringtrace_version()}")
         self._stop = threading.Event()  # closed
         self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
         # per open run: (the wall clock when the sink first heard of it, its budget)

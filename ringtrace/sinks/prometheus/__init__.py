@@ -45,6 +45,7 @@ from ringtrace.records import (
     empty_summary,
     utf8,
 )
+from ringtrace.sinks import ringtrace_version
 
 RUN_LABELS = ("run", "rank", "dispatch")
 _UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
@@ -92,15 +93,6 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "scheduler's fatal code) and its name (error).", ("code", "error")),
 )
 _LABEL_NAMES = {name: (*RUN_LABELS, *extra) for name, _, extra in RUN_FAMILIES}
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ringtrace")
-    except Exception:  # not installed (running from a source tree)
-        return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +171,7 @@ class PrometheusSink:
         self._runs: dict[str, _RunState] = {}
         self._finished: deque[_RunState] = deque()  # finish order (their updated_at is the finish time)
         self._self = _SelfCounts()
-        self._build = [_version(), platform.python_version()]
+        self._build = [ringtrace_version(), platform.python_version()]
         self.registry.register(self)
         self._headers = {om: _family_heads(encode(_Collector(lambda: run_families([]))))
                          for om, encode in ((False, text_latest), (True, openmetrics_latest))}
