@@ -84,6 +84,12 @@ class InFlight:
             self._room.notify_all()
 
 
+def _run_id(fin: RunFinished) -> tuple[str, int]:
+    """How the state names a finished run until the sinks took it: (path, generation); (key, 0) for a
+    run known from its host log alone (no path)."""
+    return (fin.source.path or fin.key, fin.source.generation)
+
+
 def _nonblocking(path: str, flags: int) -> int:
     """Open without blocking: a FIFO named like a scope_stats file must not hang the reader."""
     return os.open(path, flags | os.O_NONBLOCK)
@@ -108,8 +114,9 @@ class App:
             if warning:
                 log.warning("%s", warning)
         # ``wants``: what RunProgress carries; by default what the sinks read (an ``on_batch`` observer may want more)
+        glob = cfg.host_log_glob
         self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants,
-                             HostLogFinder(cfg.host_log_glob) if cfg.host_log_glob else None)
+                             HostLogFinder(glob) if glob else None, glob if "/" not in glob else "")
         self.ready = False
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)
@@ -170,7 +177,7 @@ class App:
         weight = EVENT_WEIGHT * len(events)
         for e in events:
             if type(e) is RunFinished:
-                self._undelivered.add((e.source.path, e.source.generation))
+                self._undelivered.add(_run_id(e))
         if events:
             if acquired:
                 self.in_flight.add(weight)
@@ -217,6 +224,7 @@ class App:
                 await self._call(tailer.tick, self.clock())
             if self.cfg.once:
                 await self._call(tailer.finish_all, "eof")
+                await self._call(tailer.log_only_runs, self.wall(), True)
             elif self.state_dir is None:  # no later run: what was read is reported, as ``shutdown``
                 await self._call(tailer.finish_all, "shutdown")
             # with --state-dir an open run is read whole after the restart: no partial is emitted now
@@ -405,7 +413,7 @@ class App:
                     self.on_batch(batch)
             finally:
                 await self.in_flight.release(weight)
-                delivered = [(e.source.path, e.source.generation) for e in batch if type(e) is RunFinished]
+                delivered = [_run_id(e) for e in batch if type(e) is RunFinished]
                 if delivered:
                     self._undelivered.difference_update(delivered)
                     self._save_soon.set()

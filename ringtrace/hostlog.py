@@ -24,10 +24,12 @@ returns one :class:`HostLog` per rank seen, plus one for the untagged lines when
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 
 import msgspec
 
 from ringtrace.diagnose import ORCH_ERRORS, Thresholds, diagnose
+from ringtrace.layout import labels_for
 from ringtrace.records import (
     Deadlock,
     HostLog,
@@ -391,14 +393,18 @@ def parse_host_log(path: str, data: bytes) -> tuple[HostLog, ...]:
     return p.finish()
 
 
-def log_only_run(log: HostLog, labels: Labels, thresholds: Thresholds | None = None
+def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = ""
                  ) -> tuple[RunStarted, RunFinished]:
     """A run known from its host log alone (no scope_stats file): ``source.path`` is "", no records,
-    and the findings :func:`ringtrace.diagnose.diagnose` gives the log (``failed`` when it reports one)."""
+    and the findings :func:`ringtrace.diagnose.diagnose` gives the log (``failed`` when it reports one).
+    Labels are read off the log's path (its folder is the run), rank and dispatch from its lines."""
+    lab = labels_for(PurePath(log.path))
+    rank = str(log.rank) if log.rank is not None else lab.rank
+    dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
     summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
-    source = Source("", labels)
+    source = Source("", Labels(lab.run, rank, dispatch))
     return (RunStarted(source, None),
-            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log))
+            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log, key=key))
 
 
 def is_log_only(fin: RunFinished) -> bool:

@@ -17,8 +17,7 @@ import msgspec
 from ringtrace.diagnose import Thresholds, describe_log, fmt_amount
 from ringtrace.hostlog import is_log_only, log_only_run
 from ringtrace.hostlog_match import match_logs
-from ringtrace.layout import labels_for
-from ringtrace.records import RESOURCES, HostLog, Labels, RunFinished, SinkEvent, utf8
+from ringtrace.records import RESOURCES, HostLog, RunFinished, SinkEvent, utf8
 from ringtrace.tail.hostlogs import read_log
 
 COMPILE_DEFAULTS = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
@@ -112,10 +111,7 @@ def log_only_events(plan: Plan, thresholds: Thresholds) -> list[SinkEvent]:
     """RunStarted + RunFinished for each log-only run (labels read off the log's path)."""
     out: list[SinkEvent] = []
     for log in plan.log_only:
-        lab = labels_for(Path(log.path))
-        rank = str(log.rank) if log.rank is not None else lab.rank
-        dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
-        out += log_only_run(log, Labels(lab.run, rank, dispatch), thresholds)
+        out += log_only_run(log, thresholds)
     return out
 
 

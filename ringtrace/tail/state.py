@@ -3,7 +3,8 @@
 After a restart, a file whose finished run is recorded with the same identity (device,
 inode, size, mtime) is not emitted again.  An unfinished run is read again from the start
 (decoding runs at about a million records a second), so every sink gets the whole run once:
-nothing is emitted twice, because runs reach the final sinks only when they finish.
+nothing is emitted twice, because runs reach the final sinks only when they finish.  Host logs
+looked at for runs without a scope_stats file (``--host-log-glob``) are remembered the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class FileState(msgspec.Struct, frozen=True):
 class State(msgspec.Struct, frozen=True):
     version: int = 1
     files: dict[str, FileState] = {}
+    host_logs: dict[str, FileState] = {}  # host logs decided (``finished``: reported, or not a run of their own)
 
 
 def load(directory: Path) -> tuple[State, str | None]:

@@ -10,13 +10,15 @@ caller (the app's reader) does the looking, one :class:`~ringtrace.tail.follower
   live run is never stuck behind a backlog; backlog files (found by a scan) are read one at a
   time to their end, so few runs are open at once;
 * :meth:`vanished` and :meth:`fault` are how the caller reports a file it could not read: a
-  fault stays with its file (logged once until the file reads again), the others carry on.
+  fault stays with its file (logged once until the file reads again), the others carry on;
+* :meth:`log_only_runs` (``--host-log-glob``): failed runs that left a host log and no scope_stats file.
 
 Every call returns the sink events it caused, in order.  One caller at a time.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import stat
@@ -24,12 +26,17 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import msgspec
+
 from ringtrace.diagnose import Thresholds
+from ringtrace.hostlog import log_only_run
+from ringtrace.hostlog_match import match_logs
 from ringtrace.layout import source_labels
-from ringtrace.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants
+from ringtrace.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants, utf8
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.discover import Root, walk_errors
 from ringtrace.tail.follower import Follower
+from ringtrace.tail.hostlogs import MAX_LOG_BYTES, read_log
 
 log = logging.getLogger("ringtrace.tail")
 
@@ -38,11 +45,14 @@ GONE_KEPT = 10_000
 
 URGENT, BACKLOG = "urgent", "backlog"
 
+Ident = tuple[int, int, int, int]
+"""A file's identity and version: device, inode, size, mtime (ns)."""
+
 
 class Tailer:
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
                  saved: state_mod.State | None = None, wants: Wants = WANT_ALL,
-                 find_log: Callable[[Path], HostLog | None] | None = None) -> None:
+                 find_log: Callable[[Path], HostLog | None] | None = None, log_name: str = "") -> None:
         self.roots = [Root(r) for r in roots]
         self.thresholds = thresholds
         self.idle_timeout = idle_timeout
@@ -57,6 +67,10 @@ class Tailer:
         self._faulted: dict[Path, str] = {}  # path -> the fault last logged for it
         self.faults = 0  # faults seen (each file's first of a kind is logged)
         self._onerror = walk_errors(log)
+        self.log_name = log_name  # --host-log-glob without a directory part: logs of runs without records
+        self._logs: dict[Path, tuple[Ident, tuple[str, ...]]] = {}  # decided logs: version, keys of their runs
+        self._logs_saved = dict(saved.host_logs) if saved is not None else {}
+        self._log_faults: set[Path] = set()
 
     @property
     def watched(self) -> int:
@@ -172,6 +186,60 @@ class Tailer:
                 self._queue(f, BACKLOG)
         for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted meanwhile
             del self._saved[gone]
+        return out + self.log_only_runs(wall)
+
+    def log_only_runs(self, wall: float, final: bool = False) -> list[SinkEvent]:
+        """Runs known from their host log alone: a log under a root whose name matches ``log_name``,
+        with no followed file in its directory tree claiming it (the rules of ``summary --host-log``),
+        that reports a failure.  Decided once per version of the log, when it has not changed for
+        ``idle_timeout`` seconds (with ``final``, at once: ``--once``); a restart remembers the decision."""
+        if not self.log_name:
+            return []
+        out: list[SinkEvent] = []
+        name = self.log_name
+        for root in self.roots:
+            if not root.exists or (not root.is_glob and root.base.is_file()):
+                continue
+            for path in root.scan(self._onerror, lambda p: fnmatch.fnmatchcase(p.name, name)):
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if path in self._logs and self._logs[path][0] == seen:
+                    continue
+                saved = self._logs_saved.pop(str(path), None)
+                if saved is not None and (saved.dev, saved.ino, saved.size, saved.mtime_ns) == seen:
+                    self._logs[path] = (seen, ())
+                elif final or wall - st.st_mtime >= self.idle_timeout:
+                    out += self._decide(path, seen)
+        for gone in [p for p in self._logs if not os.path.lexists(p)]:
+            del self._logs[gone]
+        return out
+
+    def _decide(self, path: Path, seen: Ident) -> list[SinkEvent]:
+        try:
+            parts = read_log(path, MAX_LOG_BYTES)
+        except OSError as err:
+            if path not in self._log_faults:
+                self._log_faults.add(path)
+                log.warning("%s: cannot read host log: %s", utf8(str(path)), err)
+            return []
+        self._log_faults.discard(path)
+        tree = [str(p) for p in self.followers if p.is_relative_to(path.parent)]
+        logs = [msgspec.structs.replace(part, path=str(path)) for part in parts]
+        if tree and any(m.file is not None for m in match_logs(logs, tree)):
+            self._logs[path] = (seen, ())  # the log of a followed run: read at that run's finish
+            return []
+        out: list[SinkEvent] = []
+        keys: list[str] = []
+        base = "hostlog:{}:{}:{}:{}:{}".format(path, *seen)
+        for part in logs:
+            if part.failed:
+                keys.append(base + (f":rank{part.rank}" if part.rank is not None else ""))
+                out += log_only_run(msgspec.structs.replace(part, path=utf8(str(path))), self.thresholds, keys[-1])
+                log.info("%s: a failed run without a scope_stats file", utf8(str(path)))
+        self._logs[path] = (seen, tuple(keys))
         return out
 
     def poll_active(self) -> None:
@@ -224,8 +292,8 @@ class Tailer:
     def snapshot(self, undelivered: frozenset[tuple[str, int]] = frozenset()) -> state_mod.State:
         """What to save for a restart: the files that exist now (saved entries not yet seen are kept).
 
-        A run whose ``RunFinished`` is still in ``undelivered`` (path, generation) is saved as not
-        finished: a restart reads it again rather than lose it.
+        A run whose ``RunFinished`` is still in ``undelivered`` (path, generation; a log-only run:
+        key, 0) is saved as not finished: a restart reads it again rather than lose it.
         """
         files: dict[str, state_mod.FileState] = {}
         # the app's saver calls this on the reader thread while the loop may add followers: iterate a copy
@@ -236,4 +304,6 @@ class Tailer:
                         and (str(path), f.generation - 1) not in undelivered)
             files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.finished_size if finished else f.offset,
                                                    f.finished_mtime, f.generation, finished)
-        return state_mod.State(files={**self._saved, **files})
+        logs = {str(path): state_mod.FileState(*seen, 0, True) for path, (seen, keys) in list(self._logs.items())
+                if not any((k, 0) in undelivered for k in keys)}
+        return state_mod.State(files={**self._saved, **files}, host_logs={**self._logs_saved, **logs})

@@ -222,6 +222,8 @@ class PerfettoDirSink:
 
     def receive(self, event: SinkEvent) -> None:
         src = event.source
+        if not src.path:
+            return  # a run known from its host log alone: no records to draw
         if src in self._failed:
             if isinstance(event, RunFinished):
                 self._failed.discard(src)

@@ -147,6 +147,12 @@ class _Collector:
         self.collect = collect
 
 
+def _key(source: Source) -> str:
+    """A run's place in the sink: its path (a new generation replaces the old run), or for a run known
+    from its host log alone (no path) its labels."""
+    return source.path or f"\0{source.name}"
+
+
 class PrometheusSink:
     """A sink keeping live per-run state, exposed on its own :attr:`registry` at scrape time.
 
@@ -212,20 +218,20 @@ class PrometheusSink:
 
     def _state(self, source: Source, now: float, meta: Meta | None = None) -> _RunState | None:
         """The state for ``source``: None for an older generation than the one tracked."""
-        st = self._runs.get(source.path)
+        st = self._runs.get(_key(source))
         if st is not None and st.source.generation > source.generation:
             return None
         if st is None or st.source.generation < source.generation:
-            st = self._runs[source.path] = _RunState(source, empty_summary(meta), now)
+            st = self._runs[_key(source)] = _RunState(source, empty_summary(meta), now)
             self._bound()
         return st
 
     def _started(self, ev: RunStarted, now: float) -> None:
-        st = self._runs.get(ev.source.path)
+        st = self._runs.get(_key(ev.source))
         if st is not None and st.source.generation == ev.source.generation and st.final is None:
             return  # a repeated start of the same run: keep the figures
         if st is not None and st.source.generation <= ev.source.generation:
-            del self._runs[ev.source.path]  # a new run of the same path replaces the old one
+            del self._runs[_key(ev.source)]  # a new run of the same path replaces the old one
         self._self.started += 1
         self._state(ev.source, now, ev.meta)
 
@@ -257,9 +263,9 @@ class PrometheusSink:
     def _drop_oldest_finished(self) -> int:
         """Forget the run that finished first (unless it was replaced already); how many runs went."""
         st = self._finished.popleft()
-        if self._runs.get(st.source.path) is not st:
+        if self._runs.get(_key(st.source)) is not st:
             return 0
-        del self._runs[st.source.path]
+        del self._runs[_key(st.source)]
         return 1
 
     def _expire(self, now: float) -> None:
