@@ -88,12 +88,6 @@ class _Ring:
         return self.maxima[9 + i] if self.nested else max(self.maxima[3 * i + 2], 0)
 
 
-def _exceeds(m: list[int], usage: tuple[Usage | None, ...]) -> bool:
-    """Some figure of ``usage`` is above the ring's running maxima ``m`` (the hot loop's test, spelled out)."""
-    return any(u is not None and (u.high_water > m[3 * i] or u.live_at_exit > m[3 * i + 1] or u.alloc > m[3 * i + 2])
-               for i, u in enumerate(usage))
-
-
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
     """high_water = e.R_end - b.R_start, live_at_exit = e.R_end - e.R_start, alloc = e.R_end - b.R_end."""
     tw = Usage(e.task_window_end - b.task_window_start, e.task_window_end - e.task_window_start,
@@ -203,17 +197,16 @@ class Pairer:
                 self._nested_end(ring, b, e, t2, h2, d2)
             ring.scopes += 1
             scopes += 1
-            if b.ring != ring_no:  # odd data: the begin is on another ring (its slice is on that track)
-                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage,
-                           ring.fold(usage, e.site, b.line) if ring.scopes == 1 or _exceeds(m, usage) else 0,
-                           b.ring))
-                continue
             if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
                     or (dp is not None and (d0 > m[6] or d1 > m[7] or d2 > m[8])) or ring.scopes == 1):
-                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage,
-                           ring.fold(usage, e.site, b.line)))
-                continue
-            emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage))
+                sets = ring.fold(usage, e.site, b.line)
+            else:
+                sets = 0
+            if b.ring == ring_no:
+                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets))
+            else:  # odd data: the begin is on another ring (its slice is on that track)
+                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets,
+                           b.ring))
         self.scopes += scopes
         self._tm_peak = tm_peak
         self.max_depth = max_depth

@@ -17,7 +17,7 @@ from ringtrace.records import (
 )
 
 from ._file import TraceFile
-from ._layout import JSON_TIME_AXIS, RingState, RunState, process_name, sort_key
+from ._layout import JSON_TIME_AXIS, RingState, RunState, event_line, process_name, sort_key
 
 
 class JsonTrace:
@@ -75,18 +75,11 @@ class JsonTrace:
                 emit({"ph": "M", "pid": pid, "tid": rec.ring + 1, "name": "thread_sort_index",
                       "args": {"sort_index": rec.ring}})
             closing: Scope | None = None
-            while ei < ne:
-                pe = events[ei]
+            while ei < ne and event_line(pe := events[ei]) == line:  # the events this record caused
                 if isinstance(pe, Scope):
-                    if pe.end_line != line:
-                        break
                     closing = pe
                 elif isinstance(pe, Abandoned):
-                    if pe.line != line:
-                        break
                     self._end(run, pe.scope, line, "unmatched_begin")
-                elif pe.line != line:  # UnmatchedEnd
-                    break
                 ei += 1
             if rec.phase == "begin":
                 emit({"ph": "B", "pid": pid, "tid": rec.ring + 1, "ts": line, "name": rec.site})
