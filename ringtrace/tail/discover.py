@@ -117,9 +117,16 @@ class Root:
 
     def scan(self, onerror: OnError | None = None, keep: Callable[[Path], bool] | None = None) -> list[Path]:
         """The matching files that exist now (absolute paths, sorted); ``keep`` replaces the root's own match."""
+        return self.scan_also(onerror, keep)[0]
+
+    def scan_also(self, onerror: OnError | None = None, keep: Callable[[Path], bool] | None = None,
+                  also: Callable[[Path], bool] | None = None) -> tuple[list[Path], list[Path]]:
+        """As :meth:`scan`, and in the same walk the other files ``also`` accepts (host logs), apart.
+        A root naming a file directly has nothing else."""
         if not self.is_glob and self.base.is_file():
-            return [self.abs_base]
+            return [self.abs_base], []
         found: list[Path] = []
+        other: list[Path] = []
         regex = self.regex
         for dirpath, _dirs, names in os.walk(self.abs_base, onerror=onerror):
             for name in names:
@@ -130,6 +137,9 @@ class Root:
                     ok = regex.match(str(p)) is not None
                 else:
                     ok = is_scope_stats(p)
-                if ok and not p.is_symlink():
-                    found.append(p)
-        return sorted(found)
+                if ok:
+                    if not p.is_symlink():
+                        found.append(p)
+                elif also is not None and also(p) and not p.is_symlink():
+                    other.append(p)
+        return sorted(found), sorted(other)

@@ -159,6 +159,7 @@ class Tailer:
         """Find files that appeared without an event and stat every known one (finished ones too: a
         rewrite whose events were lost starts a new run); what has something to read is queued."""
         out: list[SinkEvent] = []
+        logs: list[Path] = []
         for root in self.roots:
             if not root.exists:
                 if root.text not in self.missing_roots:
@@ -166,7 +167,9 @@ class Tailer:
                     log.warning("%s: does not exist (yet); looking again at every rescan", root.text)
                 continue
             self.missing_roots.discard(root.text)
-            for path in root.scan(self._onerror):
+            files, more = root.scan_also(self._onerror, also=self._is_log if self.log_name else None)
+            logs += more
+            for path in files:
                 if path not in self.followers:
                     self._follower(path)
         for f in list(self.followers.values()):
@@ -186,33 +189,36 @@ class Tailer:
                 self._queue(f, BACKLOG)
         for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted meanwhile
             del self._saved[gone]
-        return out + self.log_only_runs(wall)
+        return out + self.log_only_runs(wall, logs=logs)
 
-    def log_only_runs(self, wall: float, final: bool = False) -> list[SinkEvent]:
+    def _is_log(self, path: Path) -> bool:
+        return fnmatch.fnmatchcase(path.name, self.log_name)
+
+    def log_only_runs(self, wall: float, final: bool = False, logs: list[Path] | None = None) -> list[SinkEvent]:
         """Runs known from their host log alone: a log under a root whose name matches ``log_name``,
         with no followed file in its directory tree claiming it (the rules of ``summary --host-log``),
         that reports a failure.  Decided once per version of the log, when it has not changed for
-        ``idle_timeout`` seconds (with ``final``, at once: ``--once``); a restart remembers the decision."""
+        ``idle_timeout`` seconds (with ``final``, at once: ``--once``); a restart remembers the decision.
+        ``logs``: the candidates :meth:`discover`'s walk found (else the roots are searched for them)."""
         if not self.log_name:
             return []
+        if logs is None:
+            logs = [p for root in self.roots if root.exists
+                    for p in root.scan_also(self._onerror, also=self._is_log)[1]]
         out: list[SinkEvent] = []
-        name = self.log_name
-        for root in self.roots:
-            if not root.exists or (not root.is_glob and root.base.is_file()):
+        for path in logs:
+            try:
+                st = os.stat(path)
+            except OSError:
                 continue
-            for path in root.scan(self._onerror, lambda p: fnmatch.fnmatchcase(p.name, name)):
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                if path in self._logs and self._logs[path][0] == seen:
-                    continue
-                saved = self._logs_saved.pop(str(path), None)
-                if saved is not None and (saved.dev, saved.ino, saved.size, saved.mtime_ns) == seen:
-                    self._logs[path] = (seen, ())
-                elif final or wall - st.st_mtime >= self.idle_timeout:
-                    out += self._decide(path, seen)
+            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if path in self._logs and self._logs[path][0] == seen:
+                continue
+            saved = self._logs_saved.pop(str(path), None)
+            if saved is not None and (saved.dev, saved.ino, saved.size, saved.mtime_ns) == seen:
+                self._logs[path] = (seen, ())
+            elif final or wall - st.st_mtime >= self.idle_timeout:
+                out += self._decide(path, seen)
         for gone in [p for p in self._logs if not os.path.lexists(p)]:
             del self._logs[gone]
         return out
