@@ -211,6 +211,8 @@ class Tailer:
                 st = os.stat(path)
             except OSError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # a FIFO named like a log would block the reader
             seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if path in self._logs and self._logs[path][0] == seen:
                 continue

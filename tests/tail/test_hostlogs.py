@@ -5,6 +5,7 @@ failed run that left a host log and no scope_stats file is reported from the log
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -114,3 +115,14 @@ def test_the_service_reports_a_log_only_run_when_its_log_stops_changing(
     failed = [line for line in body.decode().splitlines() if line.startswith("ringtrace_run_failed{")]
     assert len(failed) == 1 and f'run="{DEP_POOL.name}"' in failed[0], failed
     assert b.stop()[0] == 0
+
+
+def test_a_fifo_named_like_a_host_log_does_not_stop_the_watch(tmp_path: Path) -> None:
+    """Reading a FIFO would block the reader thread (and so every file): it is not a log."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ABORT, tree / ABORT.name)
+    (tree / "stuck").mkdir()
+    os.mkfifo(tree / "stuck" / "host.log")
+    ev = tmp_path / "ev.jsonl"
+    _watch_once(tree, ev)
+    assert [e["labels"]["run"] for e in events(ev)] == [ABORT.name]
