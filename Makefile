@@ -29,9 +29,11 @@ typecheck: $(STAMP)
 # The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
 # release the registry has (within protobuf < 8, which the Perfetto module needs), so the
 # tests run against what a user installing today gets, not what this venv once resolved.
+# Offline (no package index) a laptop tests what is installed; in CI (CI=true) that is a failure.
 otel-newest: $(STAMP)
 	$(BIN)/python -m pip install -q --upgrade 'protobuf>=7.35.1,<8' opentelemetry-api opentelemetry-sdk \
-		opentelemetry-proto opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http
+		opentelemetry-proto opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http \
+		|| { [ "$$CI" != "true" ] && echo "otel-newest: no package index reachable; testing the installed OpenTelemetry"; }
 	@$(BIN)/python -c "from importlib.metadata import version as v; print('OpenTelemetry under test: sdk', v('opentelemetry-sdk'), 'proto', v('opentelemetry-proto'))"
 
 pytest: $(STAMP) system-deps otel-newest
