@@ -15,8 +15,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-RESOURCES: tuple[str, ...] = ("task_window", "heap", "dep_pool")
-"""The per-ring resources, in report order."""
+from ringtrace.runtime import RESOURCES as RESOURCES  # re-exported: the per-ring resources, in report order
 
 Phase = Literal["begin", "end"]
 Severity = Literal["info", "warning", "error"]
