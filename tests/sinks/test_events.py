@@ -1,8 +1,10 @@
-"""The events sink writes whole lines or nothing, also on a full disk (a real, small tmpfs)."""
+"""The events sink writes whole lines or nothing, also on a full disk (a real, small tmpfs), and cuts a torn
+last line (a writer killed mid-line) back at open."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -10,11 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from ringtrace.records import Labels, RunFinished, SinkEvent, Source, utf8
 from ringtrace.sinks import FanOut
-from ringtrace.sinks.events import EventsSink
+from ringtrace.sinks.events import TAIL_BYTES, EventsSink, run_keys
 from ringtrace.sinks.summary import file_object
 from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import rec, with_totals
@@ -129,3 +132,82 @@ def test_a_path_that_is_not_utf8_is_written(tmp_path: Path, write_jsonl: Any) ->
 
 def runs_of_l3() -> list[SinkEvent]:
     return read_events([L3])
+
+
+def _keyed(runs: list[SinkEvent]) -> list[RunFinished]:
+    """The finished runs of ``runs``, each with a run key (as the watcher gives them)."""
+    return [msgspec.structs.replace(e, key=f"{i:04x}beef") for i, e in enumerate(runs) if isinstance(e, RunFinished)]
+
+
+def _line_of(event: RunFinished, tmp: Path) -> bytes:
+    """The exact line the sink writes for ``event`` (newline included)."""
+    path = tmp / "one.jsonl"
+    sink = EventsSink.open(str(path))
+    sink.receive(event)
+    sink.close()
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def test_a_torn_tail_is_cut_at_open_and_its_run_written_whole(tmp_path: Path, runs: list[SinkEvent],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A kill mid-line left the line's first bytes, up to and including its run key but not its end:
+    open cuts them (logged, counted); the run is not taken as written, so it is written whole."""
+    first, torn = _keyed(runs)[:2]
+    whole, line = _line_of(first, tmp_path), _line_of(torn, tmp_path)
+    part = line[:line.index(torn.key.encode()) + len(torn.key) + 1]  # '..."run_key":"<key>"': no '}', no newline
+    assert len(part) > 4096 and not part.endswith(b"\n")
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(OLD + whole + part)
+    with caplog.at_level(logging.WARNING, logger="ringtrace.sinks.events"):
+        sink = EventsSink.open(str(path))
+    assert (sink.torn_lines_cut, sink.torn_bytes_cut) == (1, len(part))
+    assert path.read_bytes() == OLD + whole  # only whole lines, every one JSON
+    assert [json.loads(x) for x in path.read_bytes().splitlines()][1]["run_key"] == first.key
+    assert f"{path}: cut {len(part)} bytes of a torn last line" in caplog.text
+    fanout = FanOut([sink])
+    fanout.receive_all([torn, first])  # the torn run is written whole; the whole one is not repeated
+    fanout.close()
+    assert fanout.errors["events"] == 0
+    assert path.read_bytes() == OLD + whole + line
+    assert [x.get("run_key") for x in _lines(path)] == [None, first.key, torn.key]
+
+
+@pytest.mark.parametrize(("content", "kept"), [(b"", b""), (OLD, OLD), (b'{"no newline at all', b""),
+                                               (OLD + b'{"a": 1}\n{"b"', OLD + b'{"a": 1}\n'),
+                                               (b"x" * 200_000, b""), (OLD + b"y" * 200_000, OLD)])
+def test_open_keeps_exactly_the_whole_lines(tmp_path: Path, content: bytes, kept: bytes) -> None:
+    """Up to the last newline, also when the torn part spans several read chunks; nothing else is touched."""
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(content)
+    sink = EventsSink.open(str(path))
+    sink.close()
+    assert path.read_bytes() == kept
+    assert (sink.torn_lines_cut, sink.torn_bytes_cut) == (int(kept != content), len(content) - len(kept))
+
+
+def test_run_keys_come_only_from_whole_readable_lines() -> None:
+    good = b'{"path":"a","run_key":"k1"}\n'
+    surrogate = json.dumps({"path": os.fsdecode(b"caf\xe9"), "run_key": "k2"}).encode("ascii") + b"\n"
+    joined = b'{"path":"torn","run_key":"k3{"path":"next","run_key":"k4"}\n'  # a torn line with one appended
+    window = b'ey":"k0"}\n' + good + surrogate + joined + b"[1]\n" + b'{"run_key":5}\n' + b'{"run_key":"k5"'
+    assert run_keys(window, at_start=False) == ["k1", "k2"]
+    assert run_keys(b'{"run_key":"k0"}\n' + good, at_start=True) == ["k0", "k1"]
+    assert run_keys(b'{"run_key":"k0"}\n' + good, at_start=False) == ["k1"]
+    assert run_keys(b"", at_start=True) == [] and run_keys(b'{"run_key":"k0"}', at_start=True) == []
+
+
+def test_the_dedupe_window_starts_at_a_whole_line(tmp_path: Path, runs: list[SinkEvent]) -> None:
+    """A line that starts exactly TAIL_BYTES before the end is read; one that starts a byte earlier is not."""
+    event = _keyed(runs)[0]
+    line = _line_of(event, tmp_path)
+    for behind, remembered in ((TAIL_BYTES, True), (TAIL_BYTES + 1, False)):
+        path = tmp_path / f"events{behind}.jsonl"
+        filler = b"{}" + b" " * (behind - len(line) - 3) + b"\n"  # a whole line after the run's
+        path.write_bytes(OLD + line + filler)
+        assert path.stat().st_size - len(OLD) == behind
+        sink = EventsSink.open(str(path))
+        sink.receive(event)
+        sink.close()
+        assert path.read_bytes().count(line) == (1 if remembered else 2)

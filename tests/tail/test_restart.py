@@ -28,9 +28,16 @@ FILES = [SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope
 
 
 def lines(ev: Path) -> list[dict[str, object]]:
+    """The newline-terminated lines of ``ev``, each parsed (a line that is not JSON fails the test).
+
+    A last line without a newline is being written, or was torn by a kill: it is not counted
+    (the next watcher cuts it back).  Every line before it must be whole JSON: a torn line that a
+    later line was appended to would not parse.
+    """
     if not ev.exists():
         return []
-    return [json.loads(x) for x in ev.read_text().splitlines() if x.endswith("}")]
+    *whole, _tail = ev.read_bytes().split(b"\n")
+    return [json.loads(x) for x in whole]
 
 
 def one_shot(tree: Path) -> Counter[tuple[str, int, int]]:
@@ -77,5 +84,37 @@ def test_kills_at_random_points_emit_each_run_once(tmp_path: Path, seed: int) ->
     got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))  # type: ignore[call-overload]
                   for e in lines(ev))
     assert kills >= 2
+    assert ev.read_bytes().endswith(b"\n")  # the last pass left no torn tail (it cuts one at its start)
     assert got == expected  # each run exactly once, with the figures of a one-shot read
     assert {e["reason"] for e in lines(ev)} == {"complete"}
+
+
+def test_a_line_torn_by_a_kill_is_cut_and_its_run_written_whole(tmp_path: Path) -> None:
+    """The state a SIGKILL during the ``os.write`` of a line over a page leaves, made exactly: the
+    events file holds a whole line, then the first bytes of the next one up to a page boundary (the
+    kernel stops a write at a fatal signal between pages) and no state.  A real restart cuts the
+    torn bytes, writes that run whole and repeats nothing."""
+    tree = tmp_path / "tree"
+    for i, src in enumerate(FILES):
+        d = tree / f"run{i}" / "scope_stats"
+        d.mkdir(parents=True)
+        shutil.copy(src, d / "scope_stats.jsonl")
+    expected = one_shot(tree)
+    reference = (tree.parent / "reference.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(reference) == len(FILES)
+    whole = min(reference, key=len)
+    torn = max(reference, key=len)
+    page = 4096
+    cut = -(-(len(whole) + page + 1) // page) * page  # the first page boundary past a page of the torn line
+    assert len(whole) + page < cut < len(whole) + len(torn)
+    ev = tmp_path / "events.jsonl"
+    ev.write_bytes(whole + torn[:cut - len(whole)])
+    done = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tree), "--once", "--state-dir",
+                           str(tmp_path / "state"), "--events", str(ev)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"{ev}: cut {cut - len(whole)} bytes of a torn last line" in done.stderr
+    data = ev.read_bytes()
+    assert data.startswith(whole) and data.endswith(b"\n") and data.count(torn) == 1
+    got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))  # type: ignore[call-overload]
+                  for e in lines(ev))
+    assert got == expected and len(data.splitlines()) == len(FILES)  # each run once, every line JSON
