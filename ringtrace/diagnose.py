@@ -90,6 +90,7 @@ def diagnose(s: RunSummary, th: Thresholds | None = None,
         out.append(Finding("unmatched", "warning",
                            f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair although "
                            "nothing was reported dropped"))
+    out.extend(_depth_cap(s))
     out.extend(_capacity(s, th))
     tm = s.tensormap
     if tm.capacity and tm.peak >= th.near * tm.capacity:
@@ -184,6 +185,25 @@ def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
                 p.ring, resource, p.high_water_site))
             break
     return out
+
+
+def _depth_cap(s: RunSummary) -> list[Finding]:
+    """``depth_cap`` (warning): the records reached the collector's depth cap, so pairing past it may be shifted.
+
+    Read from ``depth_cap_line`` and ``uncounted`` of the pairer's summary (``ringtrace.pair.CappedSummary``;
+    by attribute, as this module does not import the pairer): no finding for a summary without them.
+    """
+    line = getattr(s, "depth_cap_line", 0)
+    if not line:
+        return []
+    uncounted = getattr(s, "uncounted", 0)
+    return [Finding(
+        "depth_cap", "warning",
+        f"scopes nest 64 deep (depth 63 first reached at line {line}): the runtime's collector keeps at most 64 "
+        "open scopes, so a deeper begin is not recorded while its end is, attributed to the depth-63 scope; from "
+        f"line {line} on an end may pair with the wrong begin. The {uncounted} scope(s) that closed at or after "
+        f"line {line} are not counted in the peaks: the ring figures cover the scopes that closed before it and "
+        "are lower bounds for the run (keep nesting under 64 levels to measure it exactly)")]
 
 
 def likely_error(s: RunSummary, innermost: OpenScope, th: Thresholds | None = None,

@@ -10,6 +10,19 @@ Pairing is exact and uses one stack per file (the depth stack of open scopes):
 
 Scopes still open when the run is finished are *wedged*: the innermost is where it stopped.
 
+**The collector's depth cap.**  The runtime's collector keeps at most 64 open scopes (depths
+0..:data:`DEPTH_CAP`): a begin that would be the 65th is not recorded, but its end is, attributed
+to the innermost scope it holds (that scope's site and depth), and it pops that scope; so past
+that point every end is paired with the begin of an outer scope and the pairing shifts.  A file
+cannot say whether that happened, only that it could: once a record at depth :data:`DEPTH_CAP` was
+read (:attr:`Pairer.depth_cap_line`), scopes are still paired and reported as :class:`Scope`
+events (with no peak bits), but a scope whose end comes at or after that line is not counted into
+the per-ring figures (peaks, ``pinned``, ``request``, ``Peak.scopes``): those figures cover the
+scopes that closed before it, exact but lower bounds for the run.  The summary is then a
+:class:`CappedSummary`, which says where and how many scopes were left out.  Raw samples (the
+tensormap peak, ``live`` at each ring's latest record, what open scopes hold) are not pairings
+and are kept.
+
 Besides the §5 maxima, each ring keeps three facts for sizing (``ringtrace.advise``):
 
 * ``pinned``: the most a ring held in blocks of scopes still open, under the guide's model
@@ -42,6 +55,20 @@ from ringtrace.records import (
 )
 
 _NOTHING: tuple[PairEvent, ...] = ()
+
+DEPTH_CAP = 63
+"""The deepest scope depth the collector keeps (64 open scopes, depths 0..63): see the module docstring."""
+
+
+class CappedSummary(RunSummary, frozen=True):
+    """The summary of a run whose records reached :data:`DEPTH_CAP` (``Pairer.summary`` gives a plain
+    :class:`RunSummary` otherwise).  Its per-ring figures leave out every scope that closed at or
+    after ``depth_cap_line``."""
+
+    depth_cap_line: int = 0
+    """The line of the first record at depth :data:`DEPTH_CAP` (from there on pairing may be shifted)."""
+    uncounted: int = 0
+    """Paired scopes (in ``scopes``) that closed at or after ``depth_cap_line``: not in the peaks."""
 
 
 class _Ring:
@@ -121,6 +148,10 @@ class Pairer:
         self.unmatched_begins = 0
         self.unmatched_ends = 0
         self.max_depth = 0
+        self.depth_cap_line = 0
+        """The line of the first record at depth :data:`DEPTH_CAP` (0: none so far); see the module docstring."""
+        self.uncounted = 0
+        """Paired scopes left out of the per-ring figures because they closed at or after ``depth_cap_line``."""
         self._tm_peak = -1
         self._tm_site = ""
         self._tm_live = 0
@@ -142,6 +173,7 @@ class Pairer:
         last = self._last
         tm_peak = self._tm_peak
         max_depth = self.max_depth
+        capped = self.depth_cap_line
         scopes = 0
         for e in recs:
             ring_no = e.ring
@@ -152,6 +184,8 @@ class Pairer:
                 self._tm_site = e.site
             if depth > max_depth:
                 max_depth = depth
+                if depth >= DEPTH_CAP and not capped:
+                    capped = self.depth_cap_line = e.line
             if e.phase == "begin":
                 if stack:
                     top = stack[-1]
@@ -186,6 +220,12 @@ class Pairer:
                 d0, d1, d2 = ee - bs, ee - es, ee - be
                 dp = Usage(d0, d1, d2)
             usage = (Usage(t0, t1, t2), Usage(h0, h1, h2), dp)
+            if capped:  # at or past the depth cap this pair may be shifted: reported, not counted
+                scopes += 1
+                self.uncounted += 1
+                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, 0,
+                           None if b.ring == ring_no else b.ring))
+                continue
             try:
                 ring = rings[ring_no]
             except KeyError:
@@ -347,6 +387,10 @@ class Pairer:
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         opened = self.open_scopes
+        if self.depth_cap_line:
+            return CappedSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
+                                 parse_errors, tuple(peaks), tensormap, opened if finished else (), self.max_depth,
+                                 opened, self.depth_cap_line, self.uncounted)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
                           parse_errors, tuple(peaks), tensormap,
                           opened if finished else (), self.max_depth, opened)

@@ -5,15 +5,18 @@ Every run goes through ``Run`` (decoder + pairer + diagnose), as the commands do
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from ringtrace.cli import main
 from ringtrace.diagnose import Thresholds, diagnose, likely_error
-from ringtrace.records import Finding, RunFinished, Source
+from ringtrace.records import RESOURCES, Finding, RunFinished, Source
 from ringtrace.run import Run
+from tests._collector import collected, deep_program
 from tests.conftest import SAMPLES, Line, encode_lines, meta, rec, with_totals
 
 FLOW = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
@@ -307,3 +310,74 @@ def test_otlp_wedged_event_names_the_same_code_as_the_finding() -> None:
     assert event["ringtrace.orch_error"] == "SCOPE_DEADLOCK"
     assert event["ringtrace.resource"] == "task_window"
     assert event["ringtrace.fill_ratio"] == finding.fill == 7 / 8
+
+
+# -- the collector's depth cap and capacities of 0 -----------------------------------------------
+
+
+def _deep(depth: int, post: int) -> list[Line]:
+    return with_totals(collected(deep_program(depth, post=post)), task_window=1024, heap=4096, dep_pool=1024)
+
+
+def test_depth_cap_is_a_warning_naming_the_line_and_no_made_up_peak_is_reported() -> None:
+    # 'post' allocates 4000 of ring 1's 4096 bytes after the chain: counted, that is a near_capacity error
+    fin = finish(encode_lines(_deep(70, post=4000)))
+    cap = next(f for f in fin.findings if f.rule == "depth_cap")
+    assert cap.severity == "warning"
+    assert "depth 63 first reached at line 67" in cap.message and "The 65 scope(s) that closed at or after line 67 " \
+        "are not counted in the peaks" in cap.message
+    assert [f.rule for f in fin.findings if f.severity == "error"] == [] and not fin.summary.wedged
+    assert "near_capacity" not in {f.rule for f in fin.findings}
+    heap1 = next(p for p in fin.summary.peaks if (p.ring, p.resource) == (1, "heap"))
+    assert (heap1.high_water, heap1.high_water_site) == (400, "pre")
+
+
+def test_no_depth_cap_under_the_cap_and_the_same_scope_is_counted() -> None:
+    fin = finish(encode_lines(_deep(63, post=4000)))
+    assert "depth_cap" not in {f.rule for f in fin.findings}
+    near = next(f for f in fin.findings if f.rule == "near_capacity")
+    assert (near.severity, near.ring, near.resource, near.site) == ("warning", 1, "heap", "post")  # 4000 of 4096
+
+
+def test_a_metadata_line_with_every_capacity_0_and_no_records_is_a_complete_run(write_jsonl: Any,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    """A runtime that never sets capacities (the host-built-graph runtime): 0 is unknown, never full."""
+    lines = with_totals([], task_window=0, heap=0, dep_pool=0, tensormap=0)
+    fin = finish(encode_lines(lines))
+    s = fin.summary
+    assert s.complete and s.records == 0 and not s.wedged and fin.findings == ()
+    assert [p.severity for p in fin.problems] == ["warning"]  # "metadata line only": a note, not an error
+    assert s.meta is not None and all(s.meta.capacity(r, ring) is None for r in RESOURCES for ring in range(4))
+    path = write_jsonl(lines)
+    assert main(["summary", "--format", "json", str(path)]) == 0
+    f = json.loads(capsys.readouterr().out)["files"][0]
+    assert (f["complete"], f["wedged"], f["findings"], f["rings"]) == (True, [], [], [])
+    assert f["tensormap"]["capacity"] is None
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"ok {path}" in out and "FAIL" not in out and "UNREADABLE" not in out
+
+
+def test_zero_capacities_of_the_host_built_graph_runtime_are_unknown_not_full(write_jsonl: Any,
+                                                                            capsys: pytest.CaptureFixture[str]
+                                                                            ) -> None:
+    """Ring 0 everywhere, every *_start 0, only index 0 of the capacity arrays set (the others 0): the
+    figures are measured against index 0's capacities, and nothing reads a 0 as a full ring."""
+    lines = with_totals([rec("(unknown):0", "begin", 0, ring=0),
+                         rec("a", "begin", 1, ring=0, tw=(0, 1), heap=(0, 100)),
+                         rec("a", "end", 1, ring=0, tw=(0, 5), heap=(0, 500), dp=(1, 3)),
+                         rec("(unknown):0", "end", 0, ring=0, tw=(0, 6), heap=(0, 600), dp=(1, 4))],
+                        task_window=[0, 0, 0, 0], heap=[4096, 0, 0, 0], dep_pool=[64, 0, 0, 0], tensormap=0)
+    fin = finish(encode_lines(lines))
+    assert fin.findings == ()
+    peaks = {p.resource: p for p in fin.summary.peaks}
+    assert {p.ring for p in fin.summary.peaks} == {0} and set(peaks) == set(RESOURCES)
+    tw = peaks["task_window"]  # 6 tasks against a capacity of 0: unknown, not 600% of a full ring
+    assert (tw.capacity, tw.high_water, tw.high_water_ratio, tw.alloc_ratio, tw.live_ratio) == (None, 6, None, None,
+                                                                                                None)
+    assert (peaks["heap"].capacity, peaks["heap"].high_water_ratio) == (4096, 600 / 4096)
+    path = write_jsonl(lines)
+    assert main(["check", "--max-ratio", "0.1", str(path)]) == 1  # the heap (15%) fails the gate, the window cannot
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "ring 0 heap at 14.6%" in out and "task_window" not in out

@@ -7,8 +7,20 @@ from typing import Any
 
 from ringtrace.decode import Decoder
 from ringtrace.layout import find_sources
-from ringtrace.pair import Pairer
-from ringtrace.records import RESOURCES, Abandoned, Meta, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
+from ringtrace.pair import DEPTH_CAP, CappedSummary, Pairer
+from ringtrace.records import (
+    RESOURCES,
+    Abandoned,
+    Meta,
+    OpenScope,
+    PairEvent,
+    Record,
+    RunSummary,
+    Scope,
+    UnmatchedEnd,
+    Usage,
+)
+from tests._collector import collected, deep_program
 from tests.conftest import SAMPLES, meta, read_lines, rec, with_totals
 
 SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
@@ -303,3 +315,57 @@ def test_a_scope_whose_begin_is_on_another_ring_names_that_ring() -> None:
     assert [(sc.site, sc.ring, sc.begin_ring) for sc in scopes] == [("a", 2, 1), ("b", 2, None), ("c", 2, 1)]
     assert [sc.sets for sc in scopes] == [sc.sets for sc in mark_peaks(scopes)]  # the same peak rule
     assert scopes[0].sets == (1 << 9) - 1 and scopes[2].sets & 1  # the ring's first scope; c's high water
+
+
+# -- the collector's depth cap (64 open scopes) ------------------------------------------------
+
+
+def _capped(depth: int) -> tuple[Pairer, list[PairEvent]]:
+    """``tests._collector.deep_program(depth)`` as the collector writes it, read by the decoder and paired."""
+    d = read_lines(with_totals(collected(deep_program(depth)), task_window=1024, heap=4096, dep_pool=1024))
+    return d.pairer, d.events
+
+
+def test_seventy_deep_nesting_counts_only_the_scopes_closed_before_depth_63() -> None:
+    p, ev = _capped(70)
+    s = p.summary()
+    assert isinstance(s, CappedSummary) and s.max_depth == DEPTH_CAP == 63
+    assert s.depth_cap_line == 67  # line 67: chain:63 begins (root 2, pre 3-4, chain:1.. from 5)
+    scopes = [e for e in ev if isinstance(e, Scope)]
+    assert (s.scopes, s.uncounted, s.unmatched_begins, s.unmatched_ends, s.wedged) == (66, 65, 0, 0, ())
+    assert len(scopes) == 66 and all(e.sets == 0 for e in scopes if e.end_line >= 67)
+    # the ring figures come from 'pre' alone (its 400 bytes), not from the shifted pairs nor from
+    # 'post' (900 bytes, which would make ring 1's heap 1308 of 4096)
+    heap1 = next(q for q in s.peaks if (q.ring, q.resource) == (1, "heap"))
+    assert (heap1.scopes, heap1.high_water, heap1.high_water_site, heap1.alloc, heap1.alloc_site) == \
+        (1, 400, "pre", 400, "pre")
+    assert {q.ring for q in s.peaks if q.scopes} == {1}  # rings 0, 2, 3 closed scopes only past the cap
+    assert all(q.high_water == q.alloc == q.live_at_exit == q.pinned == q.request == 0
+               for q in s.peaks if q.ring != 1)
+    live3 = next(q for q in s.peaks if (q.ring, q.resource) == (3, "heap"))
+    assert live3.live == (68 - 3 + 1) * 8 + 600  # raw samples stay: ring 3's latest record saw every ring-3 block
+
+
+def test_nesting_under_the_cap_is_paired_and_counted_as_before() -> None:
+    p, _ = _capped(64)  # depths 0..63: the deepest begin is kept, nothing shifts, but the cap was reached
+    assert isinstance(p.summary(), CappedSummary) and p.depth_cap_line == 67
+    p, ev = _capped(63)  # depths 0..62: never at the cap
+    s = p.summary()
+    assert type(s) is RunSummary and p.depth_cap_line == 0 and p.uncounted == 0
+    heap1 = next(q for q in s.peaks if (q.ring, q.resource) == (1, "heap"))
+    assert (heap1.high_water, heap1.high_water_site) == (400 + 8 + 900, "post")  # 'post' counts here
+    assert s.scopes == sum(isinstance(e, Scope) for e in ev) == 65 and {q.ring for q in s.peaks if q.scopes} == \
+        {0, 1, 2, 3}
+
+
+def test_the_cap_line_is_the_first_record_at_depth_63_also_within_one_batch() -> None:
+    recs = [_r(2, "root", "begin", 0), _r(3, "a", "begin", 1), _r(4, "a", "end", 1, tw=(0, 3)),
+            _r(5, "x", "begin", 63), _r(6, "x", "end", 63, tw=(0, 9)), _r(7, "y", "begin", 63),
+            _r(8, "root", "end", 0, tw=(0, 20))]
+    p = Pairer()
+    ev = p.push_many(recs)
+    assert p.depth_cap_line == 5 and p.uncounted == 2
+    s = p.summary()
+    assert isinstance(s, CappedSummary) and (s.depth_cap_line, s.uncounted, s.scopes) == (5, 2, 3)
+    assert [e.sets != 0 for e in ev if isinstance(e, Scope)] == [True, False, False]
+    assert next(q for q in s.peaks if (q.ring, q.resource) == (1, "task_window")).high_water == 3
