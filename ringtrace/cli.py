@@ -5,9 +5,10 @@ Exit codes (also in the README):
 * 0  success (``check``: every ring under the limit, nothing wedged or fatal)
 * 1  ``check`` found a ring over the limit, a wedged scope or a fatal run; ``convert``: spans failed
      to reach the OTLP endpoint; ``demo``: a simulated run was not followed to its end
-* 2  usage error, invalid setting, or unreadable input (missing path, directory without
-     scope_stats files, file that cannot be opened, file with no readable content;
-     ``check``: a file whose metadata line cannot be read, which it cannot assess)
+* 2  usage error, invalid setting, or unreadable input (missing path, directory with neither
+     scope_stats files nor a host log, a PATH that is neither, file that cannot be opened, file
+     with no readable content; ``check``: a file whose metadata line cannot be read, which it
+     cannot assess)
 * 130 interrupted (Ctrl-C) for the one-shot commands; ``watch`` exits 0 on SIGINT/SIGTERM
 * 141 standard output closed early (``ringtrace summary ... | head``), as for SIGPIPE
 """
@@ -29,7 +30,7 @@ from ringtrace import config as config_mod
 from ringtrace import hostlog_cli, tuning_cli
 from ringtrace.config import Config, ConfigError
 from ringtrace.hostlog import is_log_only
-from ringtrace.layout import find_sources
+from ringtrace.layout import find_inputs
 from ringtrace.readfiles import read_files
 from ringtrace.records import RESOURCES, RunFinished
 from ringtrace.sinks import FanOut, Sink
@@ -41,14 +42,16 @@ MAX_PROBLEMS_SHOWN = 20
 
 
 def _add_paths(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", metavar="PATH", help="scope_stats files or directories to search")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="scope_stats files, host logs or directories to search (a run folder's host log is "
+                        "found and used)")
     _add_host_log(p)
 
 
 def _add_host_log(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-log", action="append", dest="host_logs", default=[], metavar="FILE",
-                   help="the runtime's host log of a run (repeatable, globs allowed): confirms the error code, "
-                        "reports a failed run that left no scope_stats file")
+                   help="the runtime's host log of a run, when it is not in the run's folder (repeatable, globs "
+                        "allowed): confirms the error code, reports a failed run that left no scope_stats file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,10 +144,13 @@ def _err(console: Console, text: str) -> None:
 
 def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
           host_logs: Sequence[str] = ()) -> tuple[SummarySink, bool]:
-    """Read every input into a summary sink (+ ``sinks``); returns it and whether all input was readable."""
-    files, errors = find_sources(paths)
-    plan, errors = hostlog_cli.plan_for_read(host_logs, paths, files, errors)
-    logs = plan.for_file if plan else None
+    """Read every input into a summary sink (+ ``sinks``); returns it and whether all input was readable.
+
+    The inputs are ``paths`` (scope_stats files, host logs, directories: :func:`ringtrace.layout.find_inputs`)
+    and ``host_logs`` (``--host-log``); the host logs of the runs' folders are found and used as if given
+    (:mod:`ringtrace.hostlog_cli`).  A run known from a host log alone is reported like a file."""
+    files, plan = hostlog_cli.plan_for_read(host_logs, paths, find_inputs(paths))
+    errors = list(plan.errors)
     summary = SummarySink()
     fanout = FanOut([summary, *sinks])
     total = sum(f.stat().st_size for f in files if f.exists())
@@ -153,17 +159,15 @@ def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
 
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task("reading", total=total)
-            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), logs)
+            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), plan.for_file)
     else:
-        errors += read_files(files, fanout, cfg.thresholds, host_logs=logs)
-    if plan is not None:
-        fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
-        errors += plan.problems + plan.notes  # printed; the problems and notes alone do not fail the read
+        errors += read_files(files, fanout, cfg.thresholds, host_logs=plan.for_file)
+    fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
     fanout.flush()
     fanout.close()
-    for text in errors:
+    for text in [*errors, *plan.problems, *plan.notes]:  # the problems and notes alone do not fail the read
         _err(err, text)
-    ok = len(errors) == (len(plan.problems) + len(plan.notes) if plan else 0)
+    ok = not errors
     for fin in summary.finished:
         _report_problems(fin, err)
         if _unreadable(fin):

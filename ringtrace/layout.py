@@ -7,7 +7,18 @@ Layouts (see the format doc):
          (``d<K>/dispatch_program.json`` names the program)
 * scene: ``outputs/<case>_<ts>/scope_stats/scope_stats.jsonl``              -> run = <case>_<ts>
 
-:func:`labels_for` is pure; :func:`find_sources` and :func:`read_program` touch the disk.
+:func:`labels_for` is pure; :func:`find_sources`, :func:`find_inputs` and :func:`read_program` touch
+the disk.
+
+What a read's inputs are (:func:`find_inputs`, for ``summary``, ``check``, ``convert``, ``advise``):
+
+* a directory is walked once, recursively: its scope_stats files (:func:`is_scope_stats`) and its
+  ``*.log`` files (:data:`LOG_SUFFIX`; whether one is a host log is decided by parsing it, in
+  :mod:`ringtrace.hostlog_cli`);
+* a file is a scope_stats file when its name says so (:func:`is_scope_stats`, or any ``*.jsonl``) or,
+  unless it is named ``*.log``, when its first bytes are a JSON object (after a UTF-8 byte order mark
+  and white space); anything else given as a file (a ``*.log``, binary data, text) may be a host log
+  and is returned as such a candidate, with whether its first bytes look like a JSON object.
 """
 
 from __future__ import annotations
@@ -16,11 +27,17 @@ import json
 import re
 from pathlib import Path, PurePath
 
+import msgspec
+
 from ringtrace.records import Labels, utf8
 
 FILE_NAME = "scope_stats.jsonl"
 DIR_NAME = "scope_stats"
 PROGRAM_FILE = "dispatch_program.json"
+LOG_SUFFIX = ".log"
+HOST_LOG_NAME = "host.log"
+SNIFF_BYTES = 4096
+_BOM = b"\xef\xbb\xbf"
 _RANK = re.compile(r"rank(\d+)$")
 _DISPATCH = re.compile(r"d(\d+)$")
 
@@ -98,6 +115,87 @@ def find_sources(paths: list[str]) -> tuple[list[Path], list[str]]:
                 seen.add(key)
                 files.append(f)
     return files, errors
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    """A file given as PATH that is not a scope_stats file by its name or first bytes: maybe a host log.
+    ``json``: its first bytes are a JSON object anyway (a ``*.log`` file); ``empty``: it has no bytes."""
+
+    path: Path
+    json: bool = False
+    empty: bool = False
+
+
+class Inputs(msgspec.Struct):
+    """What :func:`find_inputs` found.  ``files``: scope_stats files, each once (a directory's sorted
+    as :func:`sort_key`); ``logs``: the ``*.log`` files directory walks found, each once;
+    ``candidates``: files given as PATH that may be host logs; ``empty_dirs``: directory arguments
+    holding no scope_stats file (an error unless a host log of theirs is a run); ``errors``: missing
+    and irregular paths."""
+
+    files: list[Path]
+    logs: list[Path]
+    candidates: list[Candidate]
+    empty_dirs: list[str]
+    errors: list[str]
+
+
+def _sniff(path: Path) -> tuple[bool, bool]:
+    """(first bytes are a JSON object, file is empty); a file that cannot be opened counts as JSON
+    (so that reading it reports why it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return True, False
+    body = head[len(_BOM):] if head.startswith(_BOM) else head
+    return body.lstrip(b" \t\r\n").startswith(b"{"), not head
+
+
+def find_inputs(paths: list[str]) -> Inputs:
+    """Expand files and directories into scope_stats files, the ``*.log`` files under the directories
+    and the files that may be host logs (see the module docstring).  One walk per directory."""
+    out = Inputs([], [], [], [], [])
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        found: list[Path] = []
+        if p.is_dir():
+            logs: list[Path] = []
+            for f in p.rglob("*"):
+                if f.suffix == LOG_SUFFIX:
+                    if f.is_file():
+                        logs.append(f)
+                elif is_scope_stats(f) and f.is_file():
+                    found.append(f)
+            found.sort(key=sort_key)
+            if not found:
+                out.empty_dirs.append(raw)
+            for log in sorted(logs):
+                key = log.resolve()
+                if key not in seen:
+                    seen.add(key)
+                    out.logs.append(log)
+        elif p.is_file():
+            if is_scope_stats(p) or p.suffix == ".jsonl":
+                found = [p]
+            else:
+                looks_json, empty = _sniff(p)
+                if looks_json and p.suffix != LOG_SUFFIX:
+                    found = [p]
+                elif p.resolve() not in seen:
+                    seen.add(p.resolve())
+                    out.candidates.append(Candidate(p, looks_json, empty))
+        elif p.exists():
+            out.errors.append(f"{utf8(raw)}: not a regular file or directory")
+        else:
+            out.errors.append(f"{utf8(raw)}: no such file or directory")
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.files.append(f)
+    return out
 
 
 def source_labels(path: Path) -> Labels:

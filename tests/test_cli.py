@@ -69,7 +69,9 @@ def test_json_is_one_object_with_the_issue_keys(cli: Any) -> None:
     r = cli("summary", "--format", "json", SAMPLES)
     assert r.code == 0 and r.err == ""
     doc = r.json  # the whole stdout is one JSON document
-    assert list(doc) == ["files"] and len(doc["files"]) == 8
+    assert list(doc) == ["files"] and len(doc["files"]) == 10  # 8 files, 2 runs known from their host.log alone
+    assert [f["labels"]["run"] for f in doc["files"] if f["path"] is None] == ["VectorExample_dep_pool4",
+                                                                             "VectorExample_heap128k_abort"]
     for f in doc["files"]:
         assert set(f) >= FILE_KEYS
         assert set(f["labels"]) >= {"run", "rank", "dispatch"}
@@ -192,6 +194,7 @@ def test_directory_without_scope_stats_files(cli: Any, tmp_path: Path) -> None:
     (tmp_path / "other.jsonl").write_text("{}\n")
     r = cli("summary", tmp_path)
     assert r.code == 2 and f"{tmp_path}: no scope_stats files in this directory" in r.err
+    assert "and no host log (*.log)" in r.err
 
 
 def test_empty_file(cli: Any, write_jsonl: WriteJsonl) -> None:

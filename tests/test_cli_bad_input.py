@@ -108,3 +108,14 @@ def test_watch_reads_past_a_deeply_nested_line_and_emits_every_file(tmp_path: Pa
     w = lines[str(worse)]
     assert (w["parse_errors"], w["version"], w["scopes"]) == (1, None, 1)
     assert (lines[str(good)]["parse_errors"], lines[str(good)]["fatal"]) == (0, True)
+
+
+@pytest.mark.parametrize("command", ["summary", "check"])
+def test_a_binary_file_given_as_path_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "core.dump"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 300)  # no newline for 76 KiB
+    r = _run(command, path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == (f"ringtrace: {path}: not a scope_stats file (its first line is not a JSON object) "
+                        "and not a host log\n")
+    assert f"ok {path}" not in r.stdout and "parse error" not in r.stderr

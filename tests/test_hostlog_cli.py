@@ -86,8 +86,11 @@ def test_summary_json_carries_the_log_and_confirms_the_wedge(cli: Any) -> None:
     assert "Confirmed by the host log: orch_error_code=3 FLOW_CONTROL_DEADLOCK on ring 3" in wedged["message"]
 
 
-def test_without_a_log_host_log_is_null_and_confirmed_null(cli: Any) -> None:
-    (f,) = cli("summary", "--format", "json", FLOW_DIR).files()
+def test_without_a_log_host_log_is_null_and_confirmed_null(cli: Any, tmp_path: Path) -> None:
+    stats = tmp_path / "run" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl"
+    stats.parent.mkdir(parents=True)
+    shutil.copyfile(FLOW_DIR / "dfx_outputs/scope_stats/scope_stats.jsonl", stats)  # its run folder holds no log
+    (f,) = cli("summary", "--format", "json", tmp_path / "run").files()
     assert f["host_log"] is None and f["findings"][0]["confirmed"] is None
 
 
@@ -97,9 +100,13 @@ def test_globs_and_a_log_that_matches_nothing(cli: Any, tmp_path: Path) -> None:
     (tmp_path / "elsewhere" / "ok.log").write_text(sizes_line([16384] * 4, [268435456] * 4, [16384] * 4))
     r = cli("summary", "--format", "json", "--host-log", str(tmp_path / "*" / "*.log"), tmp_path / "flow")
     assert r.code == 0, r.err
-    (f,) = r.files()  # the passing, unmatched log is listed on stderr, not made a run
-    assert f["host_log"]["orch_error_code"] == 3
-    assert "ok.log: not matched to a scope_stats file: no scope_stats file in its directory tree" in r.err
+    f, ok = r.files()  # the passing log of another folder is a run of its own, known from the log
+    assert f["host_log"]["orch_error_code"] == 3 and f["host_log"]["path"] == str(tmp_path / "flow" / "host.log")
+    assert ok["path"] is None and ok["host_log"]["path"] == str(tmp_path / "elsewhere" / "ok.log")
+    assert ok["findings"] == [] and ok["labels"]["run"] == "elsewhere"
+    flow = tmp_path / "flow"
+    assert (f"host log {tmp_path / 'elsewhere' / 'ok.log'}: not paired with {flow}/dfx_outputs/scope_stats/"
+            f"scope_stats.jsonl: it lies outside that file's run folder ({flow})") in r.err
 
 
 @pytest.mark.parametrize(("arg", "message"), [("missing.log", "no such file"),
@@ -140,14 +147,17 @@ def test_a_failed_run_without_a_file_is_reported_and_fails_check(cli: Any) -> No
     assert r.out.startswith(f"FAIL (no scope_stats file; host log {DEP_LOG})") and "orch_error_code=4" in r.out
 
 
-def test_a_run_directory_without_a_file_is_no_error_when_its_log_is_given(cli: Any, tmp_path: Path) -> None:
+def test_a_run_directory_without_a_file_is_no_error_with_or_without_its_log_given(cli: Any, tmp_path: Path) -> None:
     run = tmp_path / "VectorExample_heap128k_abort"
     run.mkdir()
     shutil.copyfile(ABORT_LOG, run / "host.log")
-    r = cli("check", "--host-log", run / "host.log", run)
-    assert r.code == 1 and "no scope_stats files" not in r.err
-    assert "orch_error_code=2 HEAP_RING_DEADLOCK on ring 1, requested 64.0 KiB" in r.out
-    r = cli("check", run)  # without the log the directory is still an input error
+    for args in (["--host-log", run / "host.log", run], [run]):  # the folder's host.log is found without the flag
+        r = cli("check", *args)
+        assert r.code == 1 and "no scope_stats files" not in r.err
+        assert r.out.count("FAIL") == 1
+        assert "orch_error_code=2 HEAP_RING_DEADLOCK on ring 1, requested 64.0 KiB" in r.out
+    (run / "host.log").rename(run / "host.txt")  # a folder holding no log and no file is still an input error
+    r = cli("check", run)
     assert r.code == 2 and "no scope_stats files" in r.err
 
 
@@ -198,22 +208,34 @@ def test_expect_mismatch_names_ring_and_both_values(cli: Any, tight: Path) -> No
     assert "ring 0 " not in r.out and "ring 1 " not in r.out
 
 
-def test_expect_checks_the_logs_ring_buffer_sizes_too(cli: Any, tight: Path) -> None:
-    log = tight.parents[2] / "host.log"
-    heap = [8192, 16384, 2147483648, 65536]  # the log says the override landed; the metadata says it did not
+def test_expect_checks_the_logs_ring_buffer_sizes_too(cli: Any, tmp_path: Path) -> None:
+    log = tmp_path / "run" / "host.log"  # a run that left its log and no file
+    log.parent.mkdir()
+    heap = [8192, 16384, 2147483648, 65536]
     log.write_text(sizes_line(TIGHT["task_window"], heap, TIGHT["dep_pool"]) + "[driver] run status: ok (0.1s)\n")
-    r = cli("check", "--expect", "heap=(8K,16K,2G,64K)", "--host-log", log, tight)
-    assert r.code == 1
-    assert "ring 2 heap: expected 2.0 GiB (2147483648), the metadata says 32.0 KiB (32768)" in r.out
-    assert "the host log's 'Ring buffer sizes' line says" not in r.out
-    r = cli("check", "--expect", "heap=(8K,16K,32K,64K)", "--host-log", log, tight)
+    r = cli("check", "--expect", "heap=(8K,16K,2G,64K)", log.parent)
+    assert r.code == 0, r.out + r.err
+    r = cli("check", "--expect", "heap=(8K,16K,32K,64K)", "--host-log", log)
     assert r.code == 1
     assert ("ring 2 heap: expected 32.0 KiB (32768), the host log's 'Ring buffer sizes' line says 2.0 GiB "
             "(2147483648)") in r.out
-    r = cli("summary", "--format", "json", "--host-log", log, tight)
-    (f,) = r.files()
-    (mismatch,) = [x for x in f["findings"] if x["rule"] == "ring_sizes_mismatch"]
-    assert "ring 2 heap 2.0 GiB in the log, 32.0 KiB in the metadata" in mismatch["message"]
+
+
+def test_a_log_whose_ring_sizes_contradict_the_metadata_is_not_paired(cli: Any, tight: Path) -> None:
+    log = tight.parents[2] / "host.log"
+    heap = [8192, 16384, 2147483648, 65536]  # not the sizes the file's run used: another run's log
+    log.write_text(sizes_line(TIGHT["task_window"], heap, TIGHT["dep_pool"]) + "[driver] run status: ok (0.1s)\n")
+    for args in (["--host-log", log, tight], [tight]):
+        r = cli("summary", "--format", "json", *args)
+        assert r.code == 0, r.err
+        f, other = r.files()
+        assert f["host_log"] is None and not [x for x in f["findings"] if x["rule"] == "ring_sizes_mismatch"]
+        assert other["path"] is None and other["host_log"]["ring_sizes"]["heap"] == heap
+        assert (f"host log {log} says ring 2 heap=2147483648 (its 'Ring buffer sizes' line), the file's metadata "
+                f"says 32768: another run; not paired with {tight}") in r.err
+    r = cli("check", "--expect", "heap=(8K,16K,2G,64K)", tight)
+    assert r.code == 1  # the file's own metadata: the override did not land
+    assert "ring 2 heap: expected 2.0 GiB (2147483648), the metadata says 32.0 KiB (32768)" in r.out
 
 
 def test_expect_without_any_size_to_compare_fails(cli: Any) -> None:

@@ -8,7 +8,15 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from ringtrace.layout import find_sources, is_scope_stats, labels_for, read_program, source_labels
+from ringtrace.layout import (
+    Candidate,
+    find_inputs,
+    find_sources,
+    is_scope_stats,
+    labels_for,
+    read_program,
+    source_labels,
+)
 from ringtrace.records import Labels
 from tests.conftest import SAMPLES
 
@@ -103,3 +111,39 @@ def test_broken_dispatch_program_is_ignored(tmp_path: Path) -> None:
     assert source_labels(target) == Labels(run="run", rank="0", dispatch="1", program="")
     (d / "dispatch_program.json").write_text('{"program": "p"}')
     assert source_labels(target) == Labels(run="run", rank="0", dispatch="1", program="p")
+
+
+# -- find_inputs: scope_stats files, *.log files under directories, PATHs that may be host logs -----
+
+
+def test_find_inputs_walks_once_for_files_and_logs() -> None:
+    found = find_inputs([str(SAMPLES)])
+    assert found.errors == [] and found.empty_dirs == [] and found.candidates == []
+    assert found.files == find_sources([str(SAMPLES)])[0]
+    assert [p.relative_to(SAMPLES).as_posix() for p in found.logs] == [
+        "failed/HeapRingDeadlock/host.log", "failed/NestedScopes_window4_flow_control_deadlock/host.log",
+        "failed/VectorExample_dep_pool4/host.log", "failed/VectorExample_heap128k_abort/host.log"]
+    only_log = find_inputs([str(SAMPLES / "failed/VectorExample_dep_pool4")])
+    assert only_log.files == [] and only_log.empty_dirs == [str(SAMPLES / "failed/VectorExample_dep_pool4")]
+    assert [p.name for p in only_log.logs] == ["host.log"]
+
+
+def test_find_inputs_sorts_given_files_by_name_and_first_bytes(tmp_path: Path) -> None:
+    named = {"a.jsonl": b"", "run.txt": b'\xef\xbb\xbf  {"version": 6}\n', "host.log": b"[INFO] hello\n",
+             "meta.log": b'{"version": 6}\n', "blob.bin": b"\x00\x01", "empty": b""}
+    for name, data in named.items():
+        (tmp_path / name).write_bytes(data)
+    found = find_inputs([str(tmp_path / n) for n in named] + [str(tmp_path / "host.log")])
+    assert found.files == [tmp_path / "a.jsonl", tmp_path / "run.txt"]  # by suffix; a JSON object despite a BOM
+    assert found.candidates == [Candidate(tmp_path / "host.log"), Candidate(tmp_path / "meta.log", json=True),
+                                Candidate(tmp_path / "blob.bin"), Candidate(tmp_path / "empty", empty=True)]
+    assert found.logs == [] and found.errors == []
+
+
+def test_find_inputs_errors_name_the_path(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    found = find_inputs([str(tmp_path / "missing"), str(fifo), str(tmp_path)])
+    assert found.errors == [f"{tmp_path / 'missing'}: no such file or directory",
+                            f"{fifo}: not a regular file or directory"]
+    assert found.logs == [] and found.empty_dirs == [str(tmp_path)]  # a FIFO named like a log is never opened
