@@ -7,19 +7,29 @@ numbers, so a person can act on it without opening the file.  Thresholds are set
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import msgspec
 
-from ringtrace.records import RESOURCES, Finding, HostLog, Meta, OpenScope, Peak, RunSummary, Usage, WedgeCause
+from ringtrace.records import (
+    RESOURCES,
+    Deadlock,
+    Finding,
+    HostLog,
+    Meta,
+    OpenScope,
+    Peak,
+    RunSummary,
+    Usage,
+    WedgeCause,
+)
+from ringtrace.runtime import ERROR_CODES, error_name
 
-ORCH_ERRORS = {
-    1: ("SCOPE_DEADLOCK", "split the scope, or raise ring_task_window"),
-    2: ("HEAP_RING_DEADLOCK", "scope the intermediates, shrink them, or raise ring_heap"),
-    3: ("FLOW_CONTROL_DEADLOCK", "move the nested submission to another ring"),
-    4: ("DEP_POOL_OVERFLOW", "cut the fanin, or raise ring_dep_pool"),
-    11: ("TENSORMAP_OVERFLOW", "extreme scale: check the tensormap row"),
-}
+ORCH_ERRORS: Mapping[int, tuple[str, str]] = MappingProxyType(
+    {code: (e.name, e.move) for code, e in ERROR_CODES.items() if code})
+"""code -> (name, first move) for every nonzero code of the runtime's enum, read-only: a view of
+:data:`ringtrace.runtime.ERROR_CODES` kept for older imports (new code reads that table)."""
 
 
 class Thresholds(msgspec.Struct, frozen=True):
@@ -244,11 +254,48 @@ def _capacities(s: RunSummary, ring: int) -> str:
     return ", ".join(caps) if caps else "not in the metadata"
 
 
+def _code_text(log: HostLog) -> str | None:
+    """``orch_error_code=2 HEAP_RING_DEADLOCK``, ``sched_error_code=100 SCHEDULER_TIMEOUT (sub_class=S1:...)``,
+    ``orch_error_code=42 (code 42, not in the runtime's enum)``; None when the log latched no code."""
+    code = log.latched_code
+    if code is None:
+        return None
+    name = log.latched_name or error_name(code)
+    text = f"{log.latched_field}={code} " + (name if name else f"(code {code}, not in the runtime's enum)")
+    if log.sched_sub_class and log.latched_field == "sched_error_code":
+        text += f" (sub_class={log.sched_sub_class})"
+    return text
+
+
+def _pool_text(d: Deadlock) -> str:
+    if d.kind == "fanin_pool":
+        text = (", the fanin spill pool (sized from ring_dep_pool, not recorded in scope_stats: the dep_pool "
+                "columns can look fine)")
+    else:
+        text = ", the dep pool"
+    if d.pool_used is not None and d.pool_size is not None:
+        text += f": {d.pool_used}/{d.pool_size} entries in use"
+    if d.pool_needed is not None:
+        text += f", {d.pool_needed} entries needed"
+    return text
+
+
+def _bytes(n: int) -> str:
+    """``64.0 KiB``, and the exact count where that rounds (a ring of 65535 bytes is not 64.0 KiB)."""
+    return fmt_amount("heap", n) + (f" ({n} B)" if n >= 1024 and n % 1024 else "")
+
+
 def describe_log(log: HostLog) -> str:
-    """The log's error in a line: ``orch_error_code=2 HEAP_RING_DEADLOCK on ring 3, requested 1.0 KiB, ring full``."""
-    code = log.orch_error_code
-    text = (f"orch_error_code={code} {log.error_name or 'unknown'}" if code is not None else
-            (log.fatal_lines or log.run_status or ("a failure",))[0])
+    """The log's error in a line: ``orch_error_code=2 HEAP_RING_DEADLOCK on ring 3, requested 1.0 KiB, ring full``.
+
+    The code is the one the runtime latched (either field; a code outside the enum by its number), then
+    what the deadlock report says: the ring, what was asked, which pool (the dep pool or the fanin spill
+    pool), and whether the runtime proved a head-of-line deadlock.
+    """
+    text = _code_text(log)
+    if text is None:
+        text = (f"runtime_status={log.runtime_status} with no error code latched" if log.runtime_status else
+                (log.fatal_lines or log.run_status or ("a failure",))[0])
     note = (" (named only by the scheduler's 'Fatal error' line: the process ended before the orch_error_code line)"
             if log.code_source == "fatal_error" else "")
     d = log.deadlock
@@ -257,19 +304,22 @@ def describe_log(log: HostLog) -> str:
     if d.ring is not None:
         text += f" on ring {d.ring}"
     if d.kind == "heap" and d.requested_bytes is not None:
-        text += f", requested {fmt_amount('heap', d.requested_bytes)}"
+        text += f", requested {_bytes(d.requested_bytes)}"
         if d.heap_size is not None and d.requested_bytes > d.heap_size:
-            text += f", more than the whole ring ({fmt_amount('heap', d.heap_size)})"
+            text += f", more than the whole ring ({_bytes(d.heap_size)})"
         elif d.heap_available is not None and d.heap_available <= d.requested_bytes:
-            text += f", ring full ({fmt_amount('heap', d.heap_available)} free)"
+            text += f", ring full ({_bytes(d.heap_available)} free)"
     elif d.kind == "task_window" and d.task_active is not None and d.task_size:
         text += f", {d.task_active}/{d.task_size} task slots in use"
         if d.task_active >= d.task_size - 1:
             text += ", ring full (a window of N holds N - 1 tasks)"
-    elif d.kind == "dep_pool" and d.pool_used is not None:
-        text += f", dep pool {d.pool_used}/{d.pool_size} in use"
-        if d.pool_needed is not None:
-            text += f", {d.pool_needed} entries needed"
+    elif d.kind == "scope" and d.scope_tasks is not None and d.task_size:
+        text += (f", {d.scope_tasks} tasks in one scope against a task window of {d.task_size} (a window of N "
+                 "holds N - 1 tasks)")
+    elif d.kind in ("dep_pool", "fanin_pool"):
+        text += _pool_text(d)
+    if d.provable:
+        text += ", a provable head-of-line deadlock (the oldest task belongs to a scope that cannot end)"
     return text + note
 
 
@@ -278,8 +328,21 @@ def _where(log: HostLog) -> str:
     return f"{log.path}:{line}" if line else log.path
 
 
+def _meaning(code: int | None) -> str:
+    """``: what the code means; the first move`` (and that sizing cannot fix it), or why there is none."""
+    if code is None:
+        return ""
+    entry = ERROR_CODES.get(code)
+    if entry is None:  # the code itself is named by its number before this
+        return ": still a failure; read the host log and the device logs"
+    text = f": {entry.meaning}; {entry.move}"
+    if entry.resource is None and code != 11 and "ring size" not in text:  # 11: a capacity, but not a ring's
+        text += " (not a ring size: bigger rings will not fix it)"
+    return text
+
+
 def _failed(s: RunSummary, log: HostLog) -> Finding:
-    code = log.orch_error_code
+    code = log.latched_code
     text = f"the host log reports {describe_log(log)} ({_where(log)})"
     if s.meta is None and s.records == 0:
         text += (". No scope_stats records exist for this run (the runtime's simulator writes none for a failed "
@@ -288,8 +351,7 @@ def _failed(s: RunSummary, log: HostLog) -> Finding:
             text += f"; the log says {log.not_written[0]} was not written"
     else:
         text += ", although the records show no scope left open"
-    if code in ORCH_ERRORS:
-        text += f": {ORCH_ERRORS[code][1]}"
+    text += _meaning(code)
     return Finding("failed", "error", text, log.ring, None, None, code, None, True)
 
 
@@ -315,11 +377,11 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
             usage: tuple[Usage | None, ...] | None, log: HostLog | None = None) -> Finding:
     inner = wedged[-1]
     code, peak, ratio = likely_error(s, inner, th, usage)
-    log_code = log.orch_error_code if log is not None else None
+    log_code = log.latched_code if log is not None else None
     text = (f"run wedged in scope {inner.site} (depth {inner.depth}, ring {inner.ring}, begin at line "
             f"{inner.line}); {len(wedged)} scope(s) never closed")
     if code is not None:
-        name, move = ORCH_ERRORS[code]
+        name, move = ERROR_CODES[code].name, ERROR_CODES[code].move
         if code == 1 and usage is not None and usage[0] is not None and peak is not None:
             held = (f"the scope itself allocated {usage[0].alloc} of the ring {inner.ring} task window's "
                     f"{peak.capacity} slots ({_pct(ratio)}) by the last sample")
@@ -340,14 +402,13 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
         if code is None or code == log_code:
             confirmed = True
             text += f". {'Confirmed' if code == log_code else 'Named'} by the host log: {said}"
-            if code is None and log_code in ORCH_ERRORS:
-                text += f": {ORCH_ERRORS[log_code][1]}"
+            if code is None:
+                text += _meaning(log_code)
         else:
             confirmed = False
             text += (f". The host log disagrees: it says {said}, the records suggested orch_error_code={code} "
-                     f"{ORCH_ERRORS[code][0]}; the log is the runtime's own word")
-            if log_code in ORCH_ERRORS:
-                text += f": {ORCH_ERRORS[log_code][1]}"
+                     f"{ERROR_CODES[code].name}; the log is the runtime's own word")
+            text += _meaning(log_code)
         if log.ring is not None and log.ring != inner.ring:
             text += f" (the log names ring {log.ring}, the innermost open scope is on ring {inner.ring})"
     elif log is not None and log.failed:

@@ -6,15 +6,24 @@ data (binary garbage, a cut log, lines of any length).  Known lines (formats in 
 "The host log around a failure"):
 
 * ``Ring buffer sizes: task_window=[a, b, c, d] heap=[...] dep_pool=[...]``
-* ``PTO2 runtime failed: orch_error_code=N sched_error_code=M runtime_status=K``
-* ``error detail: orch_error_code=N NAME - text`` and ``error hint: text``
-* a ``FATAL: ...`` block (``report_deadlock`` / ``check_scope_can_accept_task``): the ring, ``Requested: N
-  bytes``, ``Task ring R: current=, last_alive=, active=A/S``, ``Heap ring R: top=, tail=, size=, used=,
-  available=``, ``ring_id:``, ``Pool used: A / S``, ``Needed: N entries``, ``Increase ... (e.g. N)``
+* ``PTO2 runtime failed: orch_error_code=N sched_error_code=M runtime_status=K`` (at most one code nonzero)
+* ``error detail: orch_error_code=N NAME - text`` or ``error detail: sched_error_code=M NAME - text`` (the
+  field that latched), ``error hint: text``, ``PTO2 scheduler timeout sub_class=S1:running-stalled ...``
+* a ``FATAL: ...`` block (``report_deadlock`` / ``check_scope_can_accept_task`` / a pool's ``alloc``): the
+  ring, ``Requested: N bytes``, ``Task ring R: current=, last_alive=, active=A/S``, ``Heap ring R: top=,
+  tail=, size=, used=, available=``, ``ring_id:``, ``Tasks in current scope (A) >= task_window_size (S).``,
+  ``scope_depth:``, ``active_tasks: A / S``, ``Pool used: A / S``, ``... exhausted: A entries alive
+  (capacity=S).``, ``Needed: N entries``, ``Provable head-of-line deadlock.``, ``Increase ... (current: N,
+  recommended: M)`` / ``(e.g. M)``.  The title names the resource: Heap Exhausted, Task Ring Full, Scope
+  Deadlock, Dependency Pool (the dep pool), Fanin Spill Pool (the fanin spill pool, sized from
+  ``ring_dep_pool``); a ``DepListPool exhausted`` / ``Fanin spill pool exhausted`` line outside a block opens one
 * ``Fatal error (code=N)`` (the scheduler's line; the only code when the process aborts first)
 * ``run status: ...``, ``scope_stats: wrote N records ... to PATH``, ``PATH NOT WRITTEN`` / ``PATH not produced``
 
-Anything else is ignored.  A known line that does not parse is a :class:`Problem` with its line number.
+Codes are named from the runtime's enum (:data:`ringtrace.runtime.ERROR_CODES`) when the detail line
+does not name them; a code outside it keeps its number and no name.  ``Ring buffer sizes:`` is written
+only at INFO level and is never required.  Anything else is ignored.  A known line that does not parse
+is a :class:`Problem` with its line number.
 
 L3 logs: a line tagged ``[rank N]`` (also ``[rankN]``, ``[rank=N]``) or naming a ``rank<N>/d<K>/`` path
 belongs to that rank (lines of a ``FATAL:`` block follow the block's first line); :meth:`finish`
@@ -28,7 +37,7 @@ from pathlib import PurePath
 
 import msgspec
 
-from ringtrace.diagnose import ORCH_ERRORS, Thresholds, diagnose
+from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.layout import labels_for
 from ringtrace.records import (
     Deadlock,
@@ -43,6 +52,7 @@ from ringtrace.records import (
     Source,
     TensormapPeak,
 )
+from ringtrace.runtime import error_name
 
 MAX_LINE = 64 << 10
 """Longer lines are cut to this many bytes before matching (a log line worth reading is short)."""
@@ -50,7 +60,8 @@ MAX_KEPT = 50
 """Fatal, run-status and not-written lines kept per log; problems kept (all are found)."""
 
 _TRIGGERS = (b"Ring buffer sizes:", b"PTO2 runtime failed:", b"error detail:", b"error hint:", b"FATAL:",
-             b"Fatal error", b"run status:", b"scope_stats: wrote", b"NOT WRITTEN", b"not produced", b" FAILED: ")
+             b"Fatal error", b"run status:", b"scope_stats: wrote", b"NOT WRITTEN", b"not produced", b" FAILED: ",
+             b"scheduler timeout sub_class=", b"DepListPool exhausted", b"Fanin spill pool exhausted")
 _TRIGGER = re.compile(b"|".join(re.escape(t) for t in _TRIGGERS))
 """A line without any of these is skipped unread (outside a FATAL block)."""
 _PREFIX = re.compile(r"^(?P<brackets>(?:\s*\[[^\]\n]*\])*)\s*(?:(?P<func>[^\s\[\]]+): \[[^\]\s]+:\d+\]\s?)?")
@@ -60,7 +71,9 @@ _INTS = r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)\s*\]"
 _SIZES = re.compile(rf"^Ring buffer sizes: task_window={_INTS} heap={_INTS} dep_pool={_INTS}\s*$")
 _FAILED = re.compile(r"^PTO2 runtime failed: orch_error_code=(-?\d+)(?: sched_error_code=(-?\d+))?"
                      r"(?: runtime_status=(-?\d+))?")
-_DETAIL = re.compile(r"^error detail: orch_error_code=(-?\d+) ([A-Z][A-Z0-9_]*)(?: - (.*))?$")
+_DETAIL = re.compile(r"^error detail: (orch|sched)_error_code=(-?\d+) ([A-Za-z][A-Za-z0-9_]*)(?: \([^)]*\))?"
+                     r"(?: - (.*))?$")
+_TIMEOUT = re.compile(r"(?:PTO2 )?scheduler timeout sub_class=(\S+)")
 _FATAL_CODE = re.compile(r"Fatal error \(code=(-?\d+)\)")
 _WROTE = re.compile(r"^scope_stats: wrote (\d+) records \(dropped=\d+\) to (\S.*)$")
 _NOT_WRITTEN = re.compile(r"(\S+)\s+(?:was\s+)?(?:NOT WRITTEN|not produced)\b")
@@ -70,10 +83,17 @@ _REQUESTED = re.compile(r"^Requested:\s+(\d+) bytes")
 _RING_ID = re.compile(r"^ring_id:\s+(\d+)")
 _POOL_USED = re.compile(r"^Pool used:\s+(\d+) / (\d+)")
 _NEEDED = re.compile(r"^Needed:\s+(\d+) entries")
+_EXHAUSTED = re.compile(r"^(?:DepListPool|Fanin spill pool) exhausted: (\d+) entries alive \(capacity=(\d+)\)")
+_SCOPE_TASKS = re.compile(r"^Tasks in current scope \((\d+)\) >= task_window_size \((\d+)\)")
+_FIELD = re.compile(r"^(scope_depth|scope_task_count|active_tasks):\s+(\d+)(?:\s*/\s*(\d+))?")
+_CURRENT = re.compile(r"\(current: (\d+)(?:, recommended: (\d+))?\)")
+_EXAMPLE = re.compile(r"\(e\.g\. (\d+)\)")
+_STEP = re.compile(r"^\d+\.\s+")
 _CASE_FAILED = re.compile(r"^\S+ FAILED: ")
 _TITLE_RING = re.compile(r"ring[= ](\d+)|\(ring (\d+)\)")
 _KINDS = (("Heap Exhausted", "heap"), ("Task Ring Full", "task_window"), ("Scope Deadlock", "scope"),
-          ("Dependency Pool", "dep_pool"))
+          ("Fanin Spill Pool", "fanin_pool"), ("Fanin spill pool", "fanin_pool"), ("Dependency Pool", "dep_pool"),
+          ("DepListPool", "dep_pool"))
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -87,8 +107,11 @@ class _Facts:
         self.orch_code: int | None = None
         self.sched_code: int | None = None
         self.status: int | None = None
-        self.name: str | None = None
+        self.name: str | None = None  # the detail line's name for orch_code
+        self.sched_name: str | None = None  # the detail line's name for sched_code
         self.detail: str | None = None
+        self.sub_class: str | None = None
+        self.timeout: str | None = None
         self.hint: str | None = None
         self.fatal_code: int | None = None
         self.deadlock: dict[str, object] | None = None
@@ -103,13 +126,13 @@ class _Facts:
     def build(self, path: str, lines: int, rank: int | None, problems: tuple[Problem, ...]) -> HostLog:
         code, source = (self.orch_code, "orch_error_code") if self.orch_code is not None else (
             (self.fatal_code, "fatal_error") if self.fatal_code is not None else (None, None))
-        name = self.name if self.name is not None and self.orch_code == code else (
-            ORCH_ERRORS[code][0] if code in ORCH_ERRORS else None)
+        name = self.name if self.name is not None and self.orch_code == code else error_name(code)
+        sched_name = self.sched_name if self.sched_name is not None else error_name(self.sched_code)
         deadlock = msgspec.convert(self.deadlock, Deadlock) if self.deadlock is not None else None
         return HostLog(path, lines, rank, self.dispatch, code, source, name, self.detail, self.hint,
                        self.sched_code, self.status, self.fatal_code, deadlock, self.sizes,
                        tuple(self.fatal_lines), tuple(self.run_status), tuple(self.not_written),
-                       tuple(self.written), problems)
+                       tuple(self.written), problems, sched_name, self.sub_class, self.timeout)
 
 
 class HostLogParser:
@@ -252,6 +275,17 @@ class HostLogParser:
             self._failed(facts, msg)
         elif msg.startswith("error detail:"):
             self._detail(facts, msg)
+        elif "scheduler timeout sub_class=" in msg:
+            t = _TIMEOUT.search(msg)
+            if t is None:
+                self._problem("malformed_host_log", f"unreadable 'scheduler timeout' line: {_cut(msg)}")
+            else:
+                facts.sub_class, facts.timeout = t.group(1), _cut(msg, 500)
+                facts.touched = True
+        elif msg.startswith(("DepListPool exhausted", "Fanin spill pool exhausted")):
+            self._fatal(facts, msg, func, rank, opened_by="exhausted")
+            if self._block is not None and self._block[2]:
+                self._block_line(facts, msg)
         elif msg.startswith("error hint:"):
             facts.hint = msg[len("error hint:"):].strip()
             facts.touched = True
@@ -308,14 +342,25 @@ class HostLogParser:
         if m is None:
             self._problem("malformed_host_log", f"unreadable 'error detail' line: {_cut(msg)}")
             return
-        if facts.orch_code is None:
-            facts.orch_code = int(m.group(1))
-        if int(m.group(1)) == facts.orch_code:
-            facts.name, facts.detail = m.group(2), (m.group(3) or "").strip() or None
+        code, name, text = int(m.group(2)), m.group(3), (m.group(4) or "").strip() or None
+        if m.group(1) == "orch":
+            if facts.orch_code is None:
+                facts.orch_code = code
+            if code == facts.orch_code:
+                facts.name, facts.detail = name, text
+        else:
+            if facts.sched_code is None:
+                facts.sched_code = code
+            if code == facts.sched_code:
+                facts.sched_name = name
+                if not facts.orch_code:  # the latched code's text (the runtime writes one detail line)
+                    facts.detail = text
         facts.touched = True
 
-    def _fatal(self, facts: _Facts, msg: str, func: str | None, rank: int | None) -> None:
-        _keep(facts.fatal_lines, msg)
+    def _fatal(self, facts: _Facts, msg: str, func: str | None, rank: int | None, opened_by: str = "FATAL:") -> None:
+        """A ``FATAL:`` title opens a block; so does a pool's ``... exhausted:`` line outside one."""
+        if opened_by == "FATAL:":
+            _keep(facts.fatal_lines, msg)
         facts.touched = True
         first = facts.deadlock is None  # the first report is the cause; later ones are echoes
         self._block = (func or "", rank, first)
@@ -324,13 +369,14 @@ class HostLogParser:
         kind = next((k for text, k in _KINDS if text in msg), "other")
         t = _TITLE_RING.search(msg)
         ring = int(t.group(1) or t.group(2)) if t else None
-        facts.deadlock = {"kind": kind, "line": self.lines, "title": msg[len("FATAL:"):].strip(), "ring": ring}
+        title = msg[len("FATAL:"):].strip() if opened_by == "FATAL:" else msg
+        facts.deadlock = {"kind": kind, "line": self.lines, "title": title, "ring": ring}
 
     def _block_line(self, facts: _Facts, msg: str) -> None:
         d = facts.deadlock
         if d is None:
             return
-        body = msg.lstrip("- ").strip()
+        body = _STEP.sub("", msg.lstrip("- ").strip())
         if body.startswith("Task ring "):
             m = _TASK_RING.match(body)
             if m is None:
@@ -373,8 +419,52 @@ class HostLogParser:
             m = _NEEDED.match(body)
             if m is not None:
                 d["pool_needed"] = int(m.group(1))
+        elif body.startswith("Provable head-of-line deadlock"):
+            d["provable"] = True
+        elif body.startswith(("DepListPool exhausted", "Fanin spill pool exhausted")):
+            m = _EXHAUSTED.match(body)
+            if m is None:
+                self._problem("malformed_host_log", f"unreadable 'pool exhausted' line: {_cut(body)}")
+                return
+            d["pool_used"], d["pool_size"] = int(m.group(1)), int(m.group(2))
+        elif body.startswith("Tasks in current scope"):
+            m = _SCOPE_TASKS.match(body)
+            if m is None:
+                self._problem("malformed_host_log", f"unreadable 'Tasks in current scope' line: {_cut(body)}")
+                return
+            d["scope_tasks"], d["task_size"] = int(m.group(1)), int(m.group(2))
+        elif body.startswith(("scope_depth:", "scope_task_count:", "active_tasks:")):
+            m = _FIELD.match(body)
+            if m is None:
+                self._problem("malformed_host_log", f"unreadable '{body.split(':')[0]}' line: {_cut(body)}")
+                return
+            if m.group(1) == "scope_depth":
+                d["scope_depth"] = int(m.group(2))
+            elif m.group(1) == "scope_task_count":
+                d["scope_tasks"] = int(m.group(2))
+            else:
+                d["task_active"] = int(m.group(2))
+                if m.group(3):
+                    d["task_size"] = int(m.group(3))
         elif body.startswith("Increase ") and d.get("suggestion") is None:
             d["suggestion"] = body
+            self._suggested(d, body)
+
+
+    @staticmethod
+    def _suggested(d: dict[str, object], body: str) -> None:
+        """``Increase heap (current: N); ... (e.g. M)``, ``Increase task window (current: N)``, ``Increase
+        dep pool capacity (current: N, recommended: M)``: the size the ring ran with (where no other line
+        said it) and the one suggested."""
+        cur = _CURRENT.search(body)
+        field = ("heap_size" if body.startswith("Increase heap") else "task_size" if body.startswith(
+            "Increase task window") else "pool_size" if " pool capacity" in body else None)
+        if cur is not None and field is not None and d.get(field) is None:
+            d[field] = int(cur.group(1))
+        example = _EXAMPLE.search(body)
+        recommended = cur.group(2) if cur is not None and cur.group(2) else example.group(1) if example else None
+        if recommended is not None:
+            d["recommended"] = int(recommended)
 
 
 def _keep(kept: list[str], text: str) -> None:

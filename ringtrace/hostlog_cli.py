@@ -370,7 +370,12 @@ def _amount(resource: str, n: int) -> str:
 
 def check_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:
     """Why ``fin`` fails the gate on host-log grounds: a failure the log reports, and ``--expect`` sizes
-    that differ from the metadata's or the log's ``Ring buffer sizes`` (each ring named, both values)."""
+    that differ from the metadata's or the log's ``Ring buffer sizes`` (each ring named, both values).
+
+    A log that reports a failure (:attr:`HostLog.failed`: a nonzero code in either field, known or not, a
+    ``Fatal error (code=N)``, a deadlock report, a nonzero runtime_status) always gives a reason, whatever
+    the findings say: a failed run never passes.  ``Ring buffer sizes`` is never required: ``--expect``
+    compares with the metadata alone when the log has no such line."""
     out: list[str] = []
     log = fin.host_log
     for f in fin.findings:
@@ -379,6 +384,8 @@ def check_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:
         elif f.rule == "wedged" and f.confirmed is not None and log is not None:
             out.append(("host log: " if f.confirmed else "host log, disagreeing with the records: ")
                        + describe_log(log))
+    if log is not None and log.failed and not out:
+        out.append(f"host log: {describe_log(log)}")
     if not expect:
         return out
     meta = fin.summary.meta

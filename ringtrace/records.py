@@ -335,7 +335,16 @@ class Deadlock(msgspec.Struct, frozen=True):
     """The runtime's deadlock report (a ``FATAL:`` block): which ring, what was asked, the ring's state.
 
     ``kind`` is ``heap`` (Heap Exhausted), ``task_window`` (Task Ring Full), ``scope`` (Scope Deadlock),
-    ``dep_pool`` (Dependency Pool Deadlock) or ``other``.  Fields are None where the block does not say.
+    ``dep_pool`` (Dependency Pool Deadlock / Overflow, ``DepListPool exhausted``), ``fanin_pool`` (Fanin
+    Spill Pool Overflow / Deadlock: the per-ring spill pool sized from ``ring_dep_pool``, not recorded in
+    scope_stats) or ``other``.  Fields are None where the block does not say.
+
+    The sizes the block states land in ``heap_size`` (``Heap ring R: size=N``, ``Increase heap (current: N)``),
+    ``task_size`` (``active=A/S``, ``active_tasks: A / S``, ``task_window_size (N)``, ``Increase task window
+    (current: N)``) and ``pool_size`` (``Pool used: A / S``, ``exhausted: A entries alive (capacity=S)``,
+    ``Increase ... pool capacity (current: N, ...)``); :attr:`resource` and :attr:`capacity` name the one the
+    report is about.  ``provable``: the block says ``Provable head-of-line deadlock.`` (the oldest task belongs
+    to an open scope that cannot end while the orchestrator is blocked), not only a reclaim timeout.
     """
 
     kind: str
@@ -356,15 +365,53 @@ class Deadlock(msgspec.Struct, frozen=True):
     pool_size: int | None = None
     pool_needed: int | None = None
     suggestion: str | None = None
+    provable: bool = False
+    recommended: int | None = None  # the size the block suggests (``recommended: N``, ``(e.g. N)``)
+    scope_tasks: int | None = None  # Scope Deadlock: tasks in the current scope
+    scope_depth: int | None = None  # Scope Deadlock: the scope's depth
+
+    @property
+    def resource(self) -> str | None:
+        """The ring resource that ran out: ``task_window`` (also a Scope Deadlock), ``heap`` or ``dep_pool``
+        (also the fanin spill pool, which ``ring_dep_pool`` sizes: :attr:`pool` tells them apart); None
+        for another report."""
+        kind = self.kind
+        if kind in ("heap", "task_window", "dep_pool"):
+            return kind
+        return "task_window" if kind == "scope" else "dep_pool" if kind == "fanin_pool" else None
+
+    @property
+    def pool(self) -> str | None:
+        """``dep_pool`` or ``fanin_spill_pool`` for a pool report, else None."""
+        return "dep_pool" if self.kind == "dep_pool" else "fanin_spill_pool" if self.kind == "fanin_pool" else None
+
+    @property
+    def capacity(self) -> int | None:
+        """The capacity of :attr:`resource` on :attr:`ring` the runtime ran with, as the block states it
+        (None where it does not).  For the fanin spill pool it is that pool's size, which is the ring's
+        ``ring_dep_pool`` value."""
+        resource = self.resource
+        if resource == "heap":
+            return self.heap_size
+        if resource == "task_window":
+            return self.task_size
+        if resource == "dep_pool":
+            return self.pool_size
+        return None
 
 
 class HostLog(msgspec.Struct, frozen=True):
     """What one host log (or, in an L3 log, the lines of one rank) says about a run.
 
     ``orch_error_code`` comes from the ``orch_error_code=N`` lines, else from the scheduler's
-    ``Fatal error (code=N)`` line (``code_source`` says which); ``error_name`` from the
-    ``error detail`` line, else the guide's table.  ``rank``/``dispatch`` are set when the lines
-    name them.  ``problems`` are malformed known lines (with their line numbers).
+    ``Fatal error (code=N)`` line (``code_source`` says which); ``sched_error_code`` from the failure
+    line (``PTO2 runtime failed: orch_error_code=O sched_error_code=S runtime_status=-N``).  At most one
+    of the two is nonzero: :attr:`latched_code` is that one, :attr:`latched_field` its field.
+    ``error_name``/``sched_error_name`` name each code (from the ``error detail`` line, else the
+    runtime's enum, :data:`ringtrace.runtime.ERROR_CODES`; None for a code not in it);
+    ``error_detail`` is the detail line's text, ``sched_sub_class`` the scheduler timeout's
+    ``sub_class=`` (``S1:running-stalled``) and ``sched_timeout`` that whole line.  ``rank``/``dispatch``
+    are set when the lines name them.  ``problems`` are malformed known lines (with their line numbers).
     """
 
     path: str
@@ -386,11 +433,38 @@ class HostLog(msgspec.Struct, frozen=True):
     not_written: tuple[str, ...] = ()
     written: tuple[str, ...] = ()  # scope_stats paths the log says were written
     problems: tuple[Problem, ...] = ()
+    sched_error_name: str | None = None
+    sched_sub_class: str | None = None
+    sched_timeout: str | None = None
+
+    @property
+    def latched_code(self) -> int | None:
+        """The code the runtime latched: ``orch_error_code`` when nonzero, else a nonzero
+        ``sched_error_code``; None when the log names no nonzero code."""
+        if self.orch_error_code:
+            return self.orch_error_code
+        return self.sched_error_code or None
+
+    @property
+    def latched_field(self) -> str | None:
+        """``orch_error_code`` or ``sched_error_code``: the field :attr:`latched_code` is in."""
+        if self.orch_error_code:
+            return "orch_error_code"
+        return "sched_error_code" if self.sched_error_code else None
+
+    @property
+    def latched_name(self) -> str | None:
+        """The name of :attr:`latched_code` as the log (or its parser, from the enum) gives it."""
+        if self.orch_error_code:
+            return self.error_name
+        return self.sched_error_name if self.sched_error_code else None
 
     @property
     def failed(self) -> bool:
-        """The log reports a failure: an error code, a FATAL line, or a failed run status."""
-        return bool(self.orch_error_code or self.fatal_code or self.fatal_lines or self.deadlock
+        """The log reports a failure: a nonzero code (either field, any number), a nonzero
+        ``runtime_status``, a FATAL line, a deadlock report, or a failed run status."""
+        return bool(self.orch_error_code or self.sched_error_code or self.runtime_status or self.fatal_code
+                    or self.fatal_lines or self.deadlock
                     or any("error" in s.lower() or "fail" in s.lower() for s in self.run_status))
 
     @property

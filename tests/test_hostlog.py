@@ -1,7 +1,10 @@
 """The host-log parser (``ringtrace.hostlog``) and the log-to-file matching (``ringtrace.hostlog_match``).
 
 Real logs from the runtime's simulator are in ``tests/fixtures/samples/failed/*/host.log`` and
-``tests/fixtures/hostlogs/``; the expected values below were read off those files by hand.
+``tests/fixtures/hostlogs/`` (``sizing/``: the failing runs of the sizing bisection, with the one ring size
+each run set in ``SIZING`` below); the expected values below were read off those files by hand.  The
+synthetic blocks (fanin spill pool, dep pool overflow, scheduler timeout) are written as the runtime's
+``LOG_ERROR`` calls write them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ HEAP_LOG = SAMPLES / "failed/HeapRingDeadlock/host.log"
 DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"
 ABORT_LOG = SAMPLES / "failed/VectorExample_heap128k_abort/host.log"
 SCOPE_LOG = FIXTURES / "hostlogs/MixedExample_window4_scope_deadlock/host.log"
+SIZING_LOGS = FIXTURES / "hostlogs/sizing"
 REAL_LOGS = [FLOW_LOG, HEAP_LOG, DEP_LOG, ABORT_LOG, SCOPE_LOG]
 
 P = "[mono_ns=1][T0x7f][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
@@ -83,9 +87,152 @@ def test_dep_pool_and_scope_deadlock_logs() -> None:
     assert (dep.deadlock.pool_used, dep.deadlock.pool_size, dep.deadlock.pool_needed) == (4, 4, 2)
     assert dep.not_written == ("<path>",)  # "<path> not produced; skipping scope_stats plot"
     assert dep.run_status[0].startswith("TestVectorExample::default FAILED:")
+    assert (dep.deadlock.pool, dep.deadlock.resource, dep.deadlock.capacity) == ("dep_pool", "dep_pool", 4)
+    assert dep.deadlock.provable and dep.deadlock.recommended == 8
+    assert (dep.sched_error_code, dep.sched_error_name, dep.latched_field) == (0, "NONE", "orch_error_code")
     scope = one(SCOPE_LOG.read_bytes())
     assert (scope.orch_error_code, scope.error_name) == (1, "SCOPE_DEADLOCK")
     assert scope.deadlock is not None and (scope.deadlock.kind, scope.deadlock.ring) == ("scope", 1)
+    d = scope.deadlock
+    # "Tasks in current scope (3) >= task_window_size (4).", "scope_depth: 2", "active_tasks: 3 / 4",
+    # "2. Increase task window (current: 4)"
+    assert (d.scope_tasks, d.scope_depth, d.task_active, d.task_size) == (3, 2, 3, 4)
+    assert (d.resource, d.capacity, d.pool, d.provable) == ("task_window", 4, None, False)
+    assert d.suggestion == "Increase task window (current: 4)"
+
+
+SizingRow = tuple[str, int, str, str, int | None, str, int, bool, int | None]
+SIZING: list[SizingRow] = [
+    # run folder, code, code source, kind, ring, resource, capacity (= the size runs.json says the run set),
+    # provable, recommended
+    ("bgemm/outputs/TestBenchmarkBgemm_Case0_20261130_100300", 4, "fatal_error", "dep_pool", None, "dep_pool", 47,
+     True, 92),
+    ("bgemm/outputs/TestBenchmarkBgemm_Case0_20261130_100500", 2, "fatal_error", "heap", 1, "heap", 786431, True,
+     None),
+    ("bgemm/outputs/TestBenchmarkBgemm_Case0_20261130_100700", 1, "fatal_error", "scope", 1, "task_window", 4,
+     False, None),
+    ("heap_rebase/outputs/TestHeapEmptyRingRebase_EmptyRingRebase_20261130_100400", 2, "fatal_error", "heap", 1,
+     "heap", 1048575, False, 2097150),
+    ("vector/outputs/TestVectorExample_default_20261130_100300", 4, "orch_error_code", "dep_pool", None, "dep_pool",
+     5, True, 8),
+    ("vector/outputs/TestVectorExample_default_20261130_100500", 2, "fatal_error", "heap", 0, "heap", 65535, False,
+     131070),
+    ("vector/outputs/TestVectorExample_default_20261130_100700", 2, "fatal_error", "heap", 1, "heap", 196607, True,
+     None),
+    ("vector/outputs/TestVectorExample_default_20261130_101000", 1, "orch_error_code", "scope", 1, "task_window", 4,
+     False, None),
+]
+
+
+@pytest.mark.parametrize("row", SIZING, ids=[r[0].split("/")[0] + r[0][-7:] for r in SIZING])
+def test_sizing_logs_state_the_capacity_the_run_set(row: SizingRow) -> None:
+    run, code, source, kind, ring, resource, capacity, provable, recommended = row
+    log = one((SIZING_LOGS / run / "host.log").read_bytes())
+    assert (log.orch_error_code, log.code_source, log.latched_code, log.failed) == (code, source, code, True)
+    assert log.ring_sizes is None and log.problems == ()  # no 'Ring buffer sizes:' line at the default level
+    d = log.deadlock
+    assert d is not None
+    assert (d.kind, d.ring, d.resource, d.capacity, d.provable, d.recommended) == (
+        kind, ring, resource, capacity, provable, recommended)
+    assert d.pool == ("dep_pool" if kind == "dep_pool" else None)
+
+
+def test_the_heap_report_and_the_pool_report_give_their_figures() -> None:
+    heap = one((SIZING_LOGS / SIZING[1][0] / "host.log").read_bytes()).deadlock
+    # "Heap ring 1: top=262144, tail=524288, size=786431, used=524287, available=262144", "Requested:  262144 bytes"
+    assert heap is not None and (heap.heap_top, heap.heap_tail, heap.heap_used, heap.heap_available) == (
+        262144, 524288, 524287, 262144)
+    assert heap.requested_bytes == 262144 and (heap.task_active, heap.task_size) == (2, 16384)
+    pool = one((SIZING_LOGS / SIZING[0][0] / "host.log").read_bytes()).deadlock
+    # "Pool used:     46 / 47 (97.9%)", "Needed:        2 entries", "(current: 47, recommended: 92)"
+    assert pool is not None and (pool.pool_used, pool.pool_size, pool.pool_needed) == (46, 47, 2)
+
+
+A = "[ERROR] alloc: [pto_ring_buffer.h:712] "
+R = "[ERROR] ensure_space: [pto_ring_buffer.cpp:201] "
+RULE = "========================================"
+FAILED4 = (P + "PTO2 runtime failed: orch_error_code=4 sched_error_code=0 runtime_status=-4\n"
+           + P + "error detail: orch_error_code=4 DEP_POOL_OVERFLOW - a task's explicit fanin edges overflowed the "
+           "ring's dependency spill pool\n")
+
+
+def _block(prefix: str, *lines: str) -> str:
+    return "".join(prefix + line + "\n" for line in lines)
+
+
+def test_fanin_spill_pool_overflow_is_told_from_the_dep_pool() -> None:
+    spill = one(_block(A, RULE, "FATAL: Fanin Spill Pool Overflow!", RULE,
+                       "Fanin spill pool exhausted: 64 entries alive (capacity=64).", "  - Pool top:      65 (linear)",
+                       "  - Pool tail:     1 (linear)", "  - High water:    64", "Solution:",
+                       "  Increase fanin spill pool capacity (current: 64, recommended: 128).",
+                       "  Compile-time: PTO2_DEP_LIST_POOL_SIZE in pto_runtime2_types.h",
+                       "  Runtime env:  PTO2_RING_DEP_POOL=128", RULE) + FAILED4)
+    d = spill.deadlock
+    assert d is not None and (d.kind, d.pool, d.resource) == ("fanin_pool", "fanin_spill_pool", "dep_pool")
+    assert (d.pool_used, d.pool_size, d.capacity, d.recommended, d.provable) == (64, 64, 64, 128, False)
+    assert d.title == "Fanin Spill Pool Overflow!" and (spill.orch_error_code, spill.error_name) == (
+        4, "DEP_POOL_OVERFLOW")
+    dep = one(_block(A, RULE, "FATAL: Dependency Pool Overflow!", RULE,
+                     "DepListPool exhausted: 16 entries alive (capacity=16).", "Solution:",
+                     "  Increase dep pool capacity (current: 16, recommended: 32).", RULE) + FAILED4)
+    d = dep.deadlock
+    assert d is not None and (d.kind, d.pool, d.resource, d.capacity, d.recommended) == (
+        "dep_pool", "dep_pool", "dep_pool", 16, 32)
+    stuck = one(_block(R, RULE, "FATAL: Fanin Spill Pool Deadlock Detected!", RULE,
+                       "Fanin spill pool cannot reclaim space after ~500 ms (no progress).",
+                       "  - Pool used:     8 / 8 (100.0%)", "  - Needed:        1 entries") + FAILED4)
+    d = stuck.deadlock
+    assert d is not None and (d.kind, d.pool, d.capacity, d.pool_needed) == ("fanin_pool", "fanin_spill_pool", 8, 1)
+
+
+def test_a_pool_exhausted_line_without_its_title_still_names_the_pool() -> None:
+    log = one(A + "Fanin spill pool exhausted: 5 entries alive (capacity=5).\n" + FAILED4)
+    d = log.deadlock
+    assert d is not None and (d.kind, d.pool, d.capacity, d.line) == ("fanin_pool", "fanin_spill_pool", 5, 1)
+    assert log.fatal_lines == ()  # no FATAL: line was written
+
+
+def test_scheduler_code_detail_form_and_timeout_sub_class() -> None:
+    log = one(P + "PTO2 runtime failed: orch_error_code=0 sched_error_code=100 runtime_status=-100\n"
+              + P + "PTO2 scheduler timeout sub_class=S4:dependency-deadlock (detail=4) completed=3/9 running=0 "
+              "ready=0 waiting=6 orch_done=1 stuck_task_id=17 stuck_core=-1\n"
+              + P + "error detail: sched_error_code=100 SCHEDULER_TIMEOUT - the scheduler saw no forward progress "
+              "within its timeout\n"
+              + P + "error hint: read the sub_class= line below first\n")
+    assert (log.orch_error_code, log.error_name, log.sched_error_code, log.sched_error_name) == (
+        0, "NONE", 100, "SCHEDULER_TIMEOUT")
+    assert (log.latched_code, log.latched_field, log.latched_name) == (100, "sched_error_code", "SCHEDULER_TIMEOUT")
+    assert log.sched_sub_class == "S4:dependency-deadlock" and log.sched_timeout is not None
+    assert "stuck_task_id=17" in log.sched_timeout
+    assert log.error_detail == "the scheduler saw no forward progress within its timeout"
+    assert log.failed and log.problems == () and log.deadlock is None
+
+
+def test_a_code_outside_the_enum_is_a_failure_with_its_number() -> None:
+    log = one(P + "PTO2 runtime failed: orch_error_code=42 sched_error_code=0 runtime_status=-42\n")
+    assert (log.orch_error_code, log.error_name, log.latched_code, log.failed) == (42, None, 42, True)
+    named = one(P + "PTO2 runtime failed: orch_error_code=0 sched_error_code=177 runtime_status=-1\n"
+                + P + "error detail: sched_error_code=177 FUTURE_THING - a code of a newer runtime\n")
+    assert (named.sched_error_name, named.latched_name, named.error_detail) == (
+        "FUTURE_THING", "FUTURE_THING", "a code of a newer runtime")  # the log's own word for it
+    abort = one("[ERROR] h: [scheduler_cold_path.cpp:65] Thread 0: Fatal error (code=42), sending EXIT_SIGNAL\n")
+    assert (abort.orch_error_code, abort.code_source, abort.error_name, abort.failed) == (
+        42, "fatal_error", None, True)
+
+
+def test_the_retired_codes_detail_name_is_read() -> None:
+    log = one(P + "PTO2 runtime failed: orch_error_code=6 sched_error_code=0 runtime_status=-6\n"
+              + P + "error detail: orch_error_code=6 DEPENDENCY_OVERFLOW (retired; now reported as DEP_POOL_OVERFLOW)"
+              " - retired code: per-task fanin overflow is now reported as DEP_POOL_OVERFLOW\n")
+    assert (log.error_name, log.problems) == ("DEPENDENCY_OVERFLOW", ())
+    assert log.error_detail == "retired code: per-task fanin overflow is now reported as DEP_POOL_OVERFLOW"
+
+
+def test_a_zero_code_log_line_alone_is_no_failure_but_a_status_is() -> None:
+    ok = one("[INFO] run: [aicpu_executor.cpp:882] Thread 0: Completed\n")
+    assert not ok.failed and ok.latched_code is None
+    status = one(P + "PTO2 runtime failed: orch_error_code=0 sched_error_code=0 runtime_status=-9\n")
+    assert status.failed and status.latched_code is None and status.runtime_status == -9
 
 
 def test_a_passing_log_reports_sizes_and_no_failure() -> None:
@@ -110,6 +257,13 @@ def test_the_hint_mentioning_ring_buffer_sizes_is_not_a_sizes_line() -> None:
     (D + "FATAL: Task Allocator Deadlock - Heap Exhausted! ring=1\n" + D + "  Requested:  many bytes", "Requested"),
     (D + "FATAL: Task Allocator Deadlock - Task Ring Full! ring=3\n" + D + "  Task ring 3: current=?", "Task ring"),
     ("[ERROR] h: [s.cpp:65] Thread 0: Fatal error (code=x), sending", "Fatal error"),
+    (P + "error detail: sched_error_code=100", "error detail"),
+    (P + "PTO2 scheduler timeout sub_class= (detail=1)", "scheduler timeout"),
+    (D + "FATAL: Dependency Pool Overflow!\n" + D + "DepListPool exhausted: many entries", "pool exhausted"),
+    ("[ERROR] c: [o.cpp:573] FATAL: Scope Deadlock Detected! (ring 1)\n[ERROR] c: [o.cpp:575] Tasks in current scope "
+     "(x) >= task_window_size (4).", "Tasks in current scope"),
+    ("[ERROR] c: [o.cpp:573] FATAL: Scope Deadlock Detected! (ring 1)\n[ERROR] c: [o.cpp:579]   active_tasks: many",
+     "active_tasks"),
 ])
 def test_a_malformed_known_line_is_a_problem_with_its_line(line: str, what: str) -> None:
     text = "[INFO] something else\n" + line + "\n[INFO] after\n"
@@ -184,7 +338,10 @@ def test_l3_log_splits_by_rank() -> None:
     st.binary(max_size=200),
     st.sampled_from([line + b"\n" for line in FLOW_LOG.read_bytes().splitlines()[30:75]]),
     st.sampled_from([b"Ring buffer sizes: task_window=[", b"FATAL: ", b"orch_error_code=", b"Fatal error (code=",
-                     b"Heap ring ", b"Requested: ", b"[rank ", b"/rank1/d", b"\r", b"\n", b"NOT WRITTEN"]),
+                     b"Heap ring ", b"Requested: ", b"[rank ", b"/rank1/d", b"\r", b"\n", b"NOT WRITTEN",
+                     b"error detail: sched_error_code=", b"scheduler timeout sub_class=", b"DepListPool exhausted: ",
+                     b"Fanin spill pool exhausted: ", b"FATAL: Fanin Spill Pool Overflow!", b"active_tasks: ",
+                     b"Tasks in current scope (", b"Increase heap (current: ", b"Provable head-of-line deadlock."]),
 ), max_size=40), st.integers(min_value=1, max_value=64))
 def test_fuzz_never_raises(parts: list[bytes], chunk: int) -> None:
     data = b"".join(parts)
@@ -211,13 +368,12 @@ R0 = "o/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
 R1 = "o/dfx_outputs/rank1/d1/scope_stats/scope_stats.jsonl"
 
 
-def test_match_same_tree_and_beside() -> None:
+def test_match_same_tree_only() -> None:
     (m,) = match_logs([_log("w/host.log")], [L2, R0])
     assert m.file == L2 and "directory tree" in m.reason
-    (m,) = match_logs([_log("/tmp/elsewhere.log")], [L2])
-    assert m.file == L2 and "beside" in m.reason
-    (m,) = match_logs([_log("/tmp/elsewhere.log")], [L2, R0])
-    assert m.file is None and "no scope_stats file" in m.reason
+    for files in ([L2], [L2, R0]):  # a log outside the file's tree is another run, even beside a lone file
+        (m,) = match_logs([_log("/tmp/elsewhere.log")], files)
+        assert m.file is None and "no scope_stats file in its directory tree" in m.reason
 
 
 def test_match_l3_by_rank_and_never_guesses() -> None:

@@ -70,13 +70,18 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
     if log is None:
         return None
     sizes = log.ring_sizes
+    d = log.deadlock
     return {
-        "path": log.path, "rank": log.rank, "orch_error_code": log.orch_error_code, "code_source": log.code_source,
-        "error_name": log.error_name, "error_detail": log.error_detail, "error_hint": log.error_hint,
+        "path": log.path, "rank": log.rank, "failed": log.failed,
+        "orch_error_code": log.orch_error_code, "code_source": log.code_source, "error_name": log.error_name,
+        "sched_error_code": log.sched_error_code, "sched_error_name": log.sched_error_name,
+        "sched_sub_class": log.sched_sub_class, "runtime_status": log.runtime_status,
+        "error_detail": log.error_detail, "error_hint": log.error_hint,
         "ring": log.ring, "requested_bytes": log.requested_bytes,
         "ring_sizes": None if sizes is None else {
             "task_window": list(sizes.task_window), "heap": list(sizes.heap), "dep_pool": list(sizes.dep_pool)},
-        "deadlock": msgspec.to_builtins(log.deadlock) if log.deadlock is not None else None,
+        "deadlock": None if d is None else {**msgspec.to_builtins(d), "resource": d.resource, "capacity": d.capacity,
+                                            "pool": d.pool},
         "fatal_lines": list(log.fatal_lines), "run_status": list(log.run_status), "not_written": list(log.not_written),
         "problems": _problems(log.problems),
     }

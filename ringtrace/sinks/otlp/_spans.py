@@ -31,8 +31,8 @@ import msgspec
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.diagnose import ORCH_ERRORS
 from ringtrace.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
+from ringtrace.runtime import error_name
 from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
 from ._select import METRICS, Selection
@@ -148,7 +148,7 @@ def _wedged_event(w: OpenScope, cause: WedgeCause | None, at_ns: int) -> SpanEve
     resource, code = c.resource or "unknown", c.code
     attrs: Attrs = [("ringtrace.ring", w.ring), ("ringtrace.resource", resource),
                     ("ringtrace.fill_ratio", float(c.fill))]
-    name = ORCH_ERRORS[code][0] if code in ORCH_ERRORS else ""
+    name = error_name(code) or ""
     if code is not None:
         attrs += [("ringtrace.orch_error_code", code), ("ringtrace.orch_error", name)]
     if c.confirmed is not None:

@@ -3,8 +3,8 @@ process labels and description, the time axis (the layout is described in :mod:`
 
 from __future__ import annotations
 
-from ringtrace.diagnose import ORCH_ERRORS
 from ringtrace.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
+from ringtrace.runtime import error_name
 
 TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
              "(records carry no timestamps)")
@@ -122,7 +122,7 @@ def wedge_code_text(fin: RunFinished) -> str:
     cause = fin.wedge_causes[-1] if fin.wedge_causes else None
     if cause is None or cause.code is None:
         return ""
-    name = f" {ORCH_ERRORS[cause.code][0]}" if cause.code in ORCH_ERRORS else ""
+    name = error_name(cause.code)
     said = ("likely" if cause.confirmed is None else "confirmed by the host log" if cause.confirmed
             else "the host log's code")
-    return f": orch_error_code={cause.code}{name} ({said})"
+    return f": orch_error_code={cause.code}{f' {name}' if name else ''} ({said})"
