@@ -1,89 +1,109 @@
-"""Ring sizing from a run's records: what they prove, what they suggest, and the next run.  Pure.
+"""Ring sizing from every run of a program: what the runs prove, the bracket, the next run.  Pure.
 
-The facts this rests on (``scope-stats-format.md``, "Sizing facts", and the guide §2, §5):
+Evidence, combined and never invented (the format doc's "Sizing facts"):
 
-* a run that completed proves its capacities suffice: ``upper_bound``; a wedged run proves only
-  that *some* resource of the wedged ring (or the tensormap) was short at those capacities;
-* a single task's block must fit whole, with strictly more free bytes than it asks for: a
-  scope that submitted one task gives a hard ``lower_bound`` on the heap (and dep pool);
-* on a ring whose tail never moved nothing was reclaimed (``oversized``): occupancy is total
-  allocation, not need; only a ``tight`` run (the tail moved) ran near its need;
-* the need is modelled from the scope structure (``Peak.pinned``: the most the open scopes
-  held, blocks freed at scope exit, FIFO), plus one task slot (a window of N holds N - 1) and
-  one byte (strictly more free than asked): the ``estimate``.  It can be low (a value read by a
-  later scope stays live; heap blocks skip the ring's end) or high (the runtime reclaimed sooner),
-  so it only chooses the next measurement; a capacity below what a run proved is only
-  recommended once a run at it completed.
+* a run that completed at capacity C proves the need is at most C, for every ring and resource
+  (``upper_bound``: the smallest such C);
+* a run that failed proves the need exceeds C for the one ring and resource its host log names,
+  C read from the log itself (the deadlock report's size) or else from the run's metadata; a
+  wedged file without a log, for the resource its diagnosis names.  The other resources of that
+  run learn nothing.  A dep-pool report names no ring: it is pinned on the one ring it can be
+  (the only one in use whose bracket holds C, or the one the advice measured at exactly C);
+* one task's allocation must fit whole, and an allocation as large as the ring fits an empty
+  ring: the need is at least the largest single request (heap bytes, dep-pool entries);
+* codes that sizing cannot fix (program or runtime errors) give no RunConfig.
 
-Files of the same program (labels: program or run name without its timestamp, rank, dispatch)
-given together pool their evidence: the smallest completed capacity bounds the need from above,
-and a wedge is pinned on one resource when the ring's other resources were at capacities that
-completed elsewhere (a proven ``lower_bound``), or when a host log's deadlock report names it.
-Measurements home in from both sides: shrinks of a ring are tried together, and once such a
-try wedged, one resource at a time with the others at completed sizes (so the next wedge proves
-which); a proven shortfall steps to the proven need plus headroom, under the completed size.
-An unexplained wedge (the records show nothing near a capacity) doubles the ring's resources.
-Capacities are rounded to what the runtime accepts: task window a power of two, heap a multiple
-of 1 KiB, at least 4 for counts.
+The bracket ``[lower, upper]`` of each (ring, resource) narrows run by run.  It is final when
+``upper <= lower * (1 + 2 * headroom)`` or no accepted size lies between: then ``recommended`` is
+``max(upper, lower * (1 + headroom))`` rounded to what the runtime accepts (never below a size
+that completed).  Otherwise ``measure_next`` splits it: first the model's estimate plus headroom
+(what open scopes held, blocks freed at scope exit, FIFO: :func:`estimate`), then steps of
+``1 + 2 * headroom`` towards the side that did not fail, galloping (x2, x4) above a proven
+shortfall, and a bisection in log space where the estimate was proven high.  Never below a
+proven lower bound, never above a size that completed.
+
+A program (:func:`program_key`: the ``program`` label, else the run name less its
+``_YYYYmmdd_HHMMSS`` suffix) is one answer over all its ranks (the largest need of any rank, one
+RunConfig for all).  In one measurement run, every probe expected to complete goes together;
+probes expected to fail go one at a time, and dep-pool probes one ring at a time (its report names
+no ring), so that each failure proves something.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import msgspec
 
 from ringtrace.diagnose import fmt_amount
-from ringtrace.records import RESOURCES, Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary
+from ringtrace.records import Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary, WedgeCause
+from ringtrace.runtime import (
+    COMPILE_DEFAULTS,
+    CONFIG_KEYS,
+    ERROR_CODES,
+    KIB,
+    MIN_ACCEPTED,
+    RESOURCES,
+    RINGS,
+    accept,
+    accept_below,
+    describe_code,
+    error_name,
+    sizing_resource,
+    usable,
+)
 
 DEFAULT_HEADROOM = 0.1
-KIB = 1024
-COMPILE_DEFAULT = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
-"""The a2a3 compile defaults (guide §1): what ``0`` in a RunConfig tuple means."""
-CONFIG_KEY = {"task_window": "ring_task_window", "heap": "ring_heap", "dep_pool": "ring_dep_pool"}
+COMPILE_DEFAULT = COMPILE_DEFAULTS  # the names of the previous release
+CONFIG_KEY = CONFIG_KEYS
+__all__ = ["COMPILE_DEFAULT", "CONFIG_KEY", "DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept",
+           "advice_json", "advise", "advise_programs", "advise_runs", "fmt", "group_key", "next_above",
+           "program_json", "program_key", "run_config_json", "snippet"]
 
 
 class RunFacts(msgspec.Struct, frozen=True):
-    """What advise needs of one finished run: where it sits, its summary and its host log if matched."""
+    """What advise needs of one finished run: where it sits, its summary, its host log and wedge causes.
+
+    A run known only from its host log has ``path`` "" and an empty summary (no metadata)."""
 
     path: str
     labels: Labels
     summary: RunSummary
     host_log: HostLog | None = None
+    causes: tuple[WedgeCause, ...] = ()
+
+    @property
+    def name(self) -> str:
+        lab = self.labels
+        parts = [p for p in (lab.run, f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else "")
+                 if p]
+        return "/".join(parts) or self.path or (self.host_log.path if self.host_log else "")
 
 
-_DEADLOCK_RESOURCE = {"heap": "heap", "task_window": "task_window", "scope": "task_window", "dep_pool": "dep_pool"}
+class ProgramAnswer(msgspec.Struct, frozen=True):
+    """One program's answer over all its runs: per ring and resource the bracket and the value to run,
+    ``run_config`` the complete RunConfig for the next run (relative to the compile defaults), ``final``
+    when that RunConfig is the recommendation.  ``blocked`` names failures that sizing cannot fix."""
+
+    program: str
+    sources: tuple[str, ...]
+    runs: int
+    final: bool
+    advice: tuple[Advice, ...]
+    run_config: tuple[tuple[str, int | tuple[int, ...]], ...]
+    blocked: tuple[str, ...] = ()
 
 
-def logged_short(run: RunFacts) -> tuple[int, str, int] | None:
-    """(ring, resource, least need) when the host log's deadlock report names what was short."""
-    dl = run.host_log.deadlock if run.host_log is not None else None
-    s = run.summary
-    if dl is None or dl.kind not in _DEADLOCK_RESOURCE or s.meta is None:
-        return None
-    ring = dl.ring if dl.ring is not None else (s.wedged[-1].ring if s.wedged else None)
-    if ring is None:
-        return None
-    r = _DEADLOCK_RESOURCE[dl.kind]
-    cap = s.meta.capacity(r, ring)
-    need = (cap + 1) if cap is not None else 0  # it did not fit in this capacity
-    if r == "heap" and dl.requested_bytes:
-        need = max(need, dl.requested_bytes + 1)  # strictly more free bytes than the request
-    return (ring, r, need) if need else None
+def fmt(resource: str, n: int | None) -> str:
+    return "-" if n is None else fmt_amount(resource, n)
 
 
-# -- rounding to what the runtime accepts ------------------------------------------------------
-
-
-def accept(resource: str, n: float) -> int:
-    """The smallest accepted capacity >= ``n``."""
-    if resource == "task_window":
-        return 1 << max(2, math.ceil(math.log2(max(n, 1))))
-    if resource == "heap":
-        return max(KIB, math.ceil(n / KIB) * KIB)
-    return max(4, math.ceil(n))
+def exact(resource: str, n: int) -> str:
+    """``n`` to the unit: bytes where a heap size is not a whole KiB (a proof is about that very size)."""
+    return f"{n} B" if resource == "heap" and n % KIB else fmt(resource, n)
 
 
 def next_above(resource: str, n: int) -> int:
@@ -91,294 +111,460 @@ def next_above(resource: str, n: int) -> int:
     return accept(resource, n + 1)
 
 
-def need_from_held(resource: str, held: int) -> int:
-    """The model's smallest capacity for ``held`` units live at once: one free slot in a window,
-    one byte more than the blocks on a heap, exactly the entries in a dep pool."""
-    return held + 1 if resource in ("task_window", "heap") else max(held, 1)
+_STAMP = re.compile(r"_\d{8}_\d{6}$")
 
 
-def fmt(resource: str, n: int | None) -> str:
-    return "-" if n is None else fmt_amount(resource, n)
+def program_key(labels: Labels, path: str) -> str:
+    """Runs of one program: the ``program`` label, else the run name less its timestamp, else the path."""
+    return labels.program or _STAMP.sub("", labels.run) or path
 
 
-# -- per-run classification --------------------------------------------------------------------
+def group_key(labels: Labels, path: str) -> tuple[str, str, str]:
+    """Runs of one program on one rank and dispatch (``diff`` matches runs by it)."""
+    return (program_key(labels, path), labels.rank, labels.dispatch)
 
 
-def _basis(s: RunSummary, peak: Peak) -> Basis:
-    m = s.meta
-    if m is not None and m.dropped > 0:
-        return "dropped"
-    if s.wedged or (m is not None and m.fatal):
-        return "wedged"
-    return "tight" if peak.tail_moved else "oversized"
+# -- what one run proves ----------------------------------------------------------------------------
 
 
 def _completed(s: RunSummary) -> bool:
     """The run ran to its end: nothing open, not fatal, every record there (drops allowed)."""
     m = s.meta
+    if m is not None and m.dropped > 0:  # missing begins or ends leave scopes open: not a wedge
+        return not m.fatal and s.complete
     return m is not None and not s.wedged and not m.fatal and s.complete and s.open_scopes == 0
 
 
-def _in_use(s: RunSummary) -> list[Peak]:
-    wedged_ring = s.wedged[-1].ring if s.wedged else None
-    return [p for p in s.peaks if p.scopes or p.ring == wedged_ring]
-
-
-def group_key(labels: Labels, path: str) -> tuple[str, str, str]:
-    """Runs of one program on one rank and dispatch: program, else the run name less its timestamp."""
-    name = labels.program or re.sub(r"_\d{8}_\d{6}$", "", labels.run) or path
-    return (name, labels.rank, labels.dispatch)
-
-
-class _Pool:
-    """The evidence of a group of runs for one (ring, resource)."""
-
-    def __init__(self) -> None:
-        self.upper: int | None = None  # smallest completed capacity
-        self.lower: int | None = None  # proven: no smaller accepted capacity completes
-        self.lower_need = 0  # the proven need itself (before rounding to an accepted capacity)
-        self.est_oversized = self.est_tight = self.est_any = 0
-        self.lower_why = ""
-
-
-def _estimate(p: Peak, s: RunSummary) -> int:
-    """The model's need: what open scopes held, plus a free slot / byte.  On a ring that never wrapped
-    (its tail never moved) the heap also gets one block: a block never straddles the ring's end, so up
-    to one block can sit unused at the wrap (a ring that did wrap counted those bytes in its heads)."""
-    held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
-    need = need_from_held(p.resource, held)
-    if p.resource == "heap" and held and not p.tail_moved:
-        tasks = next((q.pinned for q in s.peaks if q.ring == p.ring and q.resource == "task_window"), 0)
-        need += max(p.request, held // max(tasks, 1)) - 1
-    return need
-
-
-def _request_need(p: Peak) -> int | None:
-    """One task's block needs strictly more free bytes than it asks for; its fanin entries all at once."""
-    if p.resource == "heap" and p.request > 0:
-        return p.request + 1
-    if p.resource == "dep_pool" and p.request > 0:
-        return p.request
+def _code(run: RunFacts) -> int | None:
+    """The failure code the run reports (host log first, then the diagnosis of a wedged file); None: none."""
+    log = run.host_log
+    if log is not None and log.failed:
+        if log.latched_code:
+            return log.latched_code
+        if log.fatal_code:
+            return log.fatal_code
+        resource = log.deadlock.resource if log.deadlock is not None else None
+        return {"heap": 2, "task_window": 3, "dep_pool": 4}.get(resource or "", -1)
+    if run.summary.meta is not None and run.summary.meta.dropped > 0 and not run.summary.meta.fatal:
+        return None  # scopes left open by missing records are not a wedge
+    if run.summary.wedged and run.causes:
+        return run.causes[-1].code if run.causes[-1].code is not None else -1
+    if run.summary.wedged or (run.summary.meta is not None and run.summary.meta.fatal):
+        return -1
     return None
 
 
-Wedges = dict[int, list[dict[str, int]]]
+def _log_capacity(log: HostLog, resource: str) -> int | None:
+    """The capacity of ``resource`` the log's deadlock report states (None: it does not say)."""
+    dl = log.deadlock
+    return dl.capacity if dl is not None and dl.resource == resource else None
 
 
-def _pools(runs: Sequence[RunFacts]) -> tuple[dict[tuple[int, str], _Pool], Wedges]:
-    pools: dict[tuple[int, str], _Pool] = {}
-    wedges: Wedges = {}
-    for run in runs:
-        s = run.summary
-        for p in _in_use(s):
-            pool = pools.setdefault((p.ring, p.resource), _Pool())
-            est = _estimate(p, s)
-            pool.est_any = max(pool.est_any, est)
-            dropped = s.meta is not None and s.meta.dropped > 0
-            if _completed(s) and not dropped:
-                if p.tail_moved:
-                    pool.est_tight = max(pool.est_tight, est)
-                else:
-                    pool.est_oversized = max(pool.est_oversized, est)
-            if p.capacity is not None and _completed(s):
-                pool.upper = p.capacity if pool.upper is None else min(pool.upper, p.capacity)
-            need = None if dropped else _request_need(p)
-            if need is not None and need > pool.lower_need:
-                pool.lower, pool.lower_need = accept(p.resource, need), need
-                pool.lower_why = f"one task asked for {fmt(p.resource, p.request)}"
-    for run in runs:  # wedges: which capacities failed, and when the failure is pinned on one resource
-        s = run.summary
-        logged = logged_short(run)
-        if logged is not None and (logged[0], logged[1]) in pools:
-            pool = pools[(logged[0], logged[1])]
-            if logged[2] > pool.lower_need:
-                pool.lower, pool.lower_need = accept(logged[1], logged[2]), logged[2]
-                pool.lower_why = f"the host log's deadlock report names ring {logged[0]}'s {logged[1]}"
-        if not s.wedged or s.meta is None or (s.meta.dropped > 0):
-            continue
+class _Shortfall(msgspec.Struct, frozen=True):
+    """A failed run's proof: ``resource`` on ``ring`` (None: not told) was short at ``capacity``."""
+
+    resource: str
+    ring: int | None
+    capacity: int | None
+    src: str
+    code: int
+    how: str = "failed"  # "wedged": a file's open scopes show it (no host log)
+
+
+def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
+    log, s = run.host_log, run.summary
+    resource = log.deadlock.resource if log is not None and log.deadlock is not None else None
+    if resource is None:
+        resource = sizing_resource(code) if code > 0 else None
+    if resource is None and code == -1 and run.causes and run.causes[-1].resource in RESOURCES:
+        resource = run.causes[-1].resource
+    if resource is None:
+        return None
+    ring = log.deadlock.ring if log is not None and log.deadlock is not None else None
+    if ring is None and run.causes:
+        ring = run.causes[-1].ring
+    if ring is None and s.wedged:
         ring = s.wedged[-1].ring
-        caps = {r: s.meta.capacity(r, ring) for r in RESOURCES if (ring, r) in pools}
-        wedges.setdefault(ring, []).append({r: c for r, c in caps.items() if c is not None})
-        for r, cap in caps.items():
-            if cap is None:
-                continue
-            pool = pools[(ring, r)]
-            others_ok = all(c is not None and pools[(ring, o)].upper is not None
-                            and c >= (pools[(ring, o)].upper or 0) for o, c in caps.items() if o != r)
-            tm = s.meta.tensormap_max
-            tm_ok = tm is not None and any(_completed(o.summary) and o.summary.meta is not None
-                                           and (o.summary.meta.tensormap_max or 0) <= tm for o in runs)
-            if others_ok and tm_ok and cap + 1 > pool.lower_need:
-                pool.lower, pool.lower_need = next_above(r, cap), cap + 1
-                pool.lower_why = (f"a run wedged on ring {ring} at {fmt(r, cap)} while its other "
-                                  "resources were at capacities that completed")
-    return pools, wedges
+    cap = _log_capacity(log, resource) if log is not None else None
+    if cap is None and ring is not None and s.meta is not None:
+        cap = s.meta.capacity(resource, ring)
+    return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged")
 
 
-# -- the advice ------------------------------------------------------------------------------------
+def _used(p: Peak) -> bool:
+    return bool(p.high_water or p.live or p.alloc or p.pinned or p.live_at_exit)
 
 
-class _Ctx(msgspec.Struct, frozen=True):
-    """One file's view of a ring: its peaks, the pooled evidence, the group's wedges on that ring."""
-
-    run: RunFacts
-    ring: int
-    peaks: dict[str, Peak]
-    pools: dict[str, _Pool]
-    wedges: tuple[dict[str, int], ...]  # capacities of this ring in runs that wedged on it
-    headroom: float
-    n_runs: int
+def estimate(p: Peak, s: RunSummary) -> int:
+    """The model's need of one (ring, resource): what open scopes held (blocks freed at scope exit, FIFO),
+    plus the free task slot a window needs.  It can be low (a heap block never straddles the ring's end:
+    the real minimum can be a block above it) or high (the runtime freed a block sooner): it only
+    chooses where to measure."""
+    held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
+    return held + 1 if p.resource == "task_window" else held
 
 
-def _est(pool: _Pool) -> int:
-    """A tight completed run's figures first: it ran near its need, with the heap's wrap in its heads."""
-    return pool.est_tight or pool.est_oversized or pool.est_any
+def _full(p: Peak) -> bool:
+    """Occupancy reached the usable capacity (N - 1 for a window): the run was tight."""
+    return p.capacity is not None and max(p.live, p.live_at_exit) >= usable(p.resource, p.capacity)
 
 
-def _note(r: str, pool: _Pool) -> str:
-    if pool.lower_need > _est(pool):
-        return f"at least {fmt(r, pool.lower_need)} ({pool.lower_why})"
-    return f"{fmt(r, _est(pool))} from what open scopes held (freed at scope exit, FIFO)"
+def _basis(s: RunSummary, p: Peak | None) -> Basis:
+    m = s.meta
+    if m is not None and m.dropped > 0:
+        return "dropped"
+    if s.wedged or (m is not None and m.fatal) or m is None:
+        return "wedged"
+    return "tight" if p is not None and (p.tail_moved or _full(p)) else "oversized"
 
 
-def _candidate(r: str, pool: _Pool, headroom: float) -> int:
-    """The need (estimate, or the proven lower bound when larger; at most a completed capacity) plus headroom."""
-    base = max(_est(pool), pool.lower_need)
-    if pool.upper is not None:
-        base = min(base, pool.upper)
-    return max(accept(r, base * (1 + headroom)), pool.lower or 0)
+# -- pooling the evidence ------------------------------------------------------------------------------
 
 
-def _advice(c: _Ctx, r: str, why: str, recommended: int | None = None, measure_next: int | None = None) -> Advice:
-    p, pool = c.peaks[r], c.pools[r]
-    basis = _basis(c.run.summary, p)
-    cap = p.capacity
-    target = recommended if recommended is not None else measure_next
-    return Advice(c.ring, r, cap, pool.lower, pool.upper, _est(pool), recommended, basis, why,
-                  measure_next=None if recommended is not None else measure_next,
-                  shrink=cap is not None and target is not None and target < cap)
+class _Bound:
+    """The evidence of one unit (a rank of a program) for one (ring, resource)."""
+
+    __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "hi_tight", "known", "lo_need", "lo_src", "lo_why",
+                 "used")
+
+    def __init__(self) -> None:
+        self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)
+        self.lo_src = self.lo_why = ""
+        self.hi: int | None = None  # smallest capacity that completed
+        self.hi_src = ""
+        self.hi_tight = False  # a run that completed at ``hi`` had to reclaim (or filled) this resource
+        self.est = 0
+        self.est_src = ""
+        self.failed: list[int] = []  # capacities at which this resource was proven short
+        self.used = False
+        self.known = False  # some run stated this capacity (0 in the metadata means unknown)
+
+    def lower(self, need: int, src: str, why: str) -> None:
+        if need > self.lo_need:
+            self.lo_need, self.lo_src, self.lo_why = need, src, why
 
 
-def _plan_ring(c: _Ctx) -> list[Advice]:
-    """Advice for every resource of one ring of one run."""
-    s = c.run.summary
-    out: list[Advice] = []
-    if any(p.capacity is None for p in c.peaks.values()) or s.meta is None:
-        return [_advice(c, r, "the metadata gives no capacity for this ring: nothing is proven about it; "
-                        f"the scopes suggest a need of {_note(r, c.pools[r])}") for r in c.peaks]
-    if s.meta.dropped > 0:
-        return [Advice(c.ring, r, p.capacity, None, c.pools[r].upper, _est(c.pools[r]), None, "dropped",
-                       f"{s.meta.dropped} records dropped: peaks are lower bounds and pairs may be wrong; re-run "
-                       "at the same capacity with less concurrency before trusting them", measure_next=p.capacity)
-                for r, p in c.peaks.items()]
-    if all(c.pools[r].upper is not None for r in c.peaks):
-        return _plan_bounded(c)
-    inner = s.wedged[-1] if s.wedged else None
-    suspects = _suspects(c)
-    for r, p in c.peaks.items():  # no completed run bounds this ring yet
-        cap, pool = p.capacity or 0, c.pools[r]
-        cand = _candidate(r, pool, c.headroom)
-        if inner is None or inner.ring != c.ring:
-            where = f"ring {inner.ring}" if inner is not None else "a fatal"
-            out.append(_advice(c, r, f"the run stopped on {where} before this ring was done: keep at least "
-                                     f"{fmt(r, cap)} (need about {_note(r, pool)})", measure_next=max(cap, cand)))
-        elif not suspects:
-            nxt = accept(r, 2 * cap)
-            out.append(_advice(c, r, f"ring {c.ring} wedged in {inner.site} (line {inner.line}), and its records do "
-                                     "not show what filled it (nothing it held comes near a capacity): double each "
-                                     f"of its resources, {fmt(r, nxt)} here, until a run completes; then bisect",
-                               measure_next=nxt))
-        elif r in suspects:
-            block = p.request if p.request else (max(p.pinned, 1) // max(c.peaks["task_window"].pinned, 1)
-                                                 if "task_window" in c.peaks and r == "heap" else 1)
-            if pool.lower_need > cap:  # proven short by more than this run had: aim at the proven need
-                nxt = max(accept(r, pool.lower_need * (1 + c.headroom)), pool.lower or 0)
-            else:
-                nxt = accept(r, max(cap, _est(pool) * (1 + c.headroom)) * (1 + c.headroom) + block)
-            out.append(_advice(c, r, f"ring {c.ring} wedged in {inner.site} (line {inner.line}) at {fmt(r, cap)}, "
-                                     f"which the need of about {_note(r, pool)} fills: measure at {fmt(r, nxt)} "
-                                     "(above the need plus headroom, so the next run can complete)",
-                               measure_next=nxt))
-        else:
-            out.append(_advice(c, r, f"ring {c.ring} wedged in {inner.site}, but the scopes suggest this resource "
-                                     f"had room (need about {_note(r, pool)}): keep {fmt(r, max(cap, cand))}",
-                               measure_next=max(cap, cand)))
+
+def _merge(bounds: Iterable[_Bound]) -> _Bound:
+    """The program's bound from its ranks': it needs what its neediest rank needs, and a size is proven
+    enough only when every rank that uses the resource completed at it."""
+    out = _Bound()
+    users = [b for b in bounds if b.used or b.failed]
+    for b in users:
+        out.lower(b.lo_need, b.lo_src, b.lo_why)
+        if b.est > out.est:
+            out.est, out.est_src = b.est, b.est_src
+        out.failed += b.failed
+    out.used = bool(users)
+    out.known = any(b.known for b in users)
+    if users and all(b.hi is not None for b in users):
+        top = max(users, key=lambda b: b.hi or 0)
+        out.hi, out.hi_src = top.hi, top.hi_src
+        out.hi_tight = any(b.hi_tight for b in users if b.hi == top.hi)
     return out
 
 
-def _suspects(c: _Ctx) -> set[str]:
-    """Resources of a wedged ring that the estimated need fills (none: the records cannot tell)."""
-    logged = logged_short(c.run)
-    if logged is not None and logged[0] == c.ring and logged[1] in c.peaks:
-        return {logged[1]}  # the runtime said which one
-    fill = {r: need_from_held(r, max(p.pinned, p.open_pinned)) / p.capacity
-            for r, p in c.peaks.items() if p.capacity}
-    return {r for r, f in fill.items() if f >= 1 / (1 + c.headroom) ** 2}
+Key = tuple[int, str]  # ring, resource
 
 
-def _plan_bounded(c: _Ctx) -> list[Advice]:
-    """Every resource of the ring has a capacity that completed: recommend, or measure a smaller one.
-
-    Shrinks are tried all at once; once such a try wedged, one resource at a time with the others at
-    capacities that completed, so that a wedge proves that resource short (a bisection step).
-    """
-    pools, r_of = c.pools, list(c.peaks)
-    cand = {r: _candidate(r, pools[r], c.headroom) for r in r_of}
-    done: dict[str, Advice] = {}
-    open_: list[str] = []
-    for r in r_of:
-        p, pool = c.peaks[r], pools[r]
-        upper = pool.upper or 0
-        closed = pool.lower is not None and pool.lower >= upper  # proven short just below a success
-        if closed:
-            rec = max(accept(r, upper * (1 + c.headroom)), cand[r])
-            done[r] = _advice(c, r, f"{fmt(r, upper)} completed and less is proven short ({pool.lower_why}): "
-                                    f"{fmt(r, upper)} plus {c.headroom:.0%} headroom", recommended=rec)
-        elif cand[r] >= upper:
-            keep = not p.tail_moved and upper >= (p.capacity or 0) and cand[r] > upper
-            rec = upper if keep else cand[r]
-            why = (f"completed without reclaim at {fmt(r, upper)}, and the scopes held about that much: keep it"
-                   if keep else f"completed at {fmt(r, upper)}{_pooled(c)}; need about {_note(r, pool)}; with "
-                                f"{c.headroom:.0%} headroom")
-            done[r] = _advice(c, r, why, recommended=rec)
-        else:
-            open_.append(r)
-    if not open_:
-        return [done[r] for r in r_of]
-    proposal = {r: (done[r].recommended or 0) if r in done else cand[r] for r in r_of}
-    tried = any(all(w.get(r, 0) >= v for r, v in proposal.items()) for w in c.wedges)
-    out: dict[str, Advice] = dict(done)
-    if not tried:
-        for r in open_:
-            out[r] = _advice(c, r, _shrink_why(c, r, cand[r]), measure_next=cand[r])
-        return [out[r] for r in r_of]
-    last = c.wedges[-1]
-    first = max(open_, key=lambda r: _est(pools[r]) / max(last.get(r, 1), 1))  # the likeliest short one
-    for r in open_:
-        pool, upper = pools[r], pools[r].upper or 0
-        if r != first:
-            out[r] = _advice(c, r, f"held at {fmt(r, upper)} (completed) while ring {c.ring}'s {first} is measured "
-                                   f"alone (a shrink of several wedged: one at a time tells which)", measure_next=upper)
+def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]]:
+    """One unit's bounds, and the failures sizing cannot fix (described)."""
+    bounds: dict[Key, _Bound] = {(ring, r): _Bound() for ring in range(RINGS) for r in RESOURCES}
+    blocked: list[str] = []
+    pending: list[_Shortfall] = []
+    est_tight: dict[Key, int] = {}
+    for run in sorted(runs, key=lambda x: x.labels.run):
+        s = run.summary
+        dropped = s.meta is not None and s.meta.dropped > 0
+        code = _code(run)
+        if s.meta is not None:
+            for (ring, r), known in bounds.items():
+                known.known = known.known or s.meta.capacity(r, ring) is not None
+        for p in s.peaks:
+            if (p.ring, p.resource) not in bounds or not p.scopes:
+                continue
+            b = bounds[(p.ring, p.resource)]
+            b.used = b.used or _used(p)
+            if dropped:  # records are missing: the figures are lower bounds, pairs may be wrong
+                continue
+            if p.request > 0 and p.resource in ("heap", "dep_pool"):
+                b.lower(p.request, run.name, f"one task asked for {fmt(p.resource, p.request)} (it must fit whole)")
+            held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
+            if held and p.resource == "task_window":
+                b.lower(held + 1, run.name, f"its open scopes held {held} tasks at once (a scope's tasks are "
+                                            "released only at scope_end; a window of N holds N - 1)")
+            elif held and p.resource == "dep_pool":
+                b.lower(held, run.name, f"the tasks its open scopes held took {held} entries at once")
+            e = estimate(p, s) if _used(p) else 0
+            tight = p.tail_moved or _full(p)
+            key = (p.ring, p.resource)
+            if e and (code is None or s.wedged) and (tight or key not in est_tight):
+                if tight and key not in est_tight:  # a tight run's figure replaces an oversized one's
+                    b.est = 0
+                if e > b.est:
+                    b.est, b.est_src = e, run.name
+                if tight:
+                    est_tight[key] = e
+        if code is None:
+            if _completed(s) and s.meta is not None:
+                blocked.clear()  # a later run completed: an earlier program error is not today's
+                peaks = {(p.ring, p.resource): p for p in s.peaks}
+                for (ring, r), b in bounds.items():
+                    cap = s.meta.capacity(r, ring)
+                    peak = peaks.get((ring, r))
+                    tight = peak is not None and (peak.tail_moved or _full(peak))
+                    if cap is not None and (b.hi is None or cap < b.hi):
+                        b.hi, b.hi_src, b.hi_tight = cap, run.name, tight
+                    elif cap is not None and cap == b.hi:
+                        b.hi_tight = b.hi_tight or tight
             continue
-        nxt = cand[r]  # when the estimate was proven low this is the proven need plus headroom: an
-        # upward step from the failure, inside the interval a completed run bounds (bisection-like)
-        out[r] = _advice(c, r, f"a shrink of ring {c.ring} wedged; measuring {r} alone at {fmt(r, nxt)} "
-                               f"(completed at {fmt(r, upper)}, need about {_note(r, pool)}), the others held at "
-                               "sizes that completed", measure_next=nxt)
-    return [out[r] for r in r_of]
+        short = _shortfall(run, code)
+        if short is None:
+            what = describe_code(code) if code >= 0 else "a wedge whose cause the records do not show"
+            where = run.host_log.path if run.host_log is not None else run.path
+            blocked.append(f"{run.name}: {what} ({where}): sizing cannot fix this"
+                           + (f"; {ERROR_CODES[code].move}" if code in ERROR_CODES and ERROR_CODES[code].move else ""))
+            continue
+        pending.append(short)
+    for short in pending:
+        _prove(bounds, short, pending)
+    return bounds, blocked
 
 
-def _pooled(c: _Ctx) -> str:
-    return f" (pooled over {c.n_runs} runs)" if c.n_runs > 1 else ""
+def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_Shortfall]) -> None:
+    if short.capacity is None:
+        return
+    ring = short.ring
+    if ring is None:  # a dep-pool report: the one ring in use whose bracket holds the capacity
+        cands = [g for g in range(RINGS) if bounds[(g, short.resource)].used
+                 and (bounds[(g, short.resource)].hi or math.inf) > short.capacity]
+        if len(cands) != 1:
+            return
+        ring = cands[0]
+    b = bounds[(ring, short.resource)]
+    b.used = b.known = True
+    b.failed.append(short.capacity)
+    name = error_name(short.code) or f"code {short.code}"
+    b.lower(short.capacity + 1, short.src, f"{exact(short.resource, short.capacity)} {short.how} ({name}, {short.src})")
 
 
-def _shrink_why(c: _Ctx, r: str, nxt: int) -> str:
-    p, pool = c.peaks[r], c.pools[r]
-    if not p.tail_moved:
-        return (f"the tail never moved at {fmt(r, p.capacity)}: nothing was reclaimed, so occupancy says little; "
-                f"the need is about {_note(r, pool)}: measure at {fmt(r, nxt)} (plus {c.headroom:.0%})")
-    return (f"completed at {fmt(r, pool.upper)}{_pooled(c)}, but the need is about {_note(r, pool)}: measure at "
-            f"{fmt(r, nxt)} to shrink (a smaller static arena)")
+def _attribute_by_plan(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]],
+                       headroom: float) -> None:
+    """Dep-pool failures that name no ring: pinned on the ring whose advice measured at exactly that size."""
+    for unit, runs in units.items():
+        for run in runs:
+            code = _code(run)
+            if code is None:
+                continue
+            short = _shortfall(run, code)
+            if short is None or short.ring is not None or short.capacity is None:
+                continue
+            b = bounds[unit]
+            if any(short.capacity in b[(g, short.resource)].failed for g in range(RINGS)):
+                continue  # already pinned
+            hits = [g for g in range(RINGS) if b[(g, short.resource)].used
+                    and _plan(short.resource, b[(g, short.resource)], headroom).value == short.capacity]
+            if len(hits) == 1:
+                _prove(b, msgspec.structs.replace(short, ring=hits[0]), ())
+
+
+# -- the plan per (ring, resource) -----------------------------------------------------------------------
+
+Kind = Literal["final", "probe_ok", "probe_low", "grow", "unknown"]
+
+
+class _Plan(msgspec.Struct, frozen=True):
+    kind: Kind
+    value: int
+    why: str
+
+
+def _geo(lo: int, hi: int) -> float:
+    return math.sqrt(max(lo, 1) * hi)
+
+
+def _plan(r: str, b: _Bound, h: float) -> _Plan:
+    tol = 1 + 2 * h
+    lo_cap = accept(r, b.lo_need) if b.lo_need else MIN_ACCEPTED[r]  # smallest accepted size not proven short
+    lo_txt = f"at least {fmt(r, b.lo_need)} ({b.lo_why})" if b.lo_need else "no shortfall proven yet"
+    # the estimate plus headroom (a window's next power of two is slack enough: no headroom on top)
+    e = accept(r, b.est * (1 if r == "task_window" else 1 + h)) if b.est else None
+    k = sum(1 for c in b.failed if e is None or c >= e - 1)  # shortfalls at or above the estimate
+    if not b.known:
+        return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
+                                   f"proven about it; the scopes suggest a need of about {fmt(r, b.est)}")
+    if b.hi is None:
+        base = max(b.lo_need, MIN_ACCEPTED[r])
+        factor = tol if k <= 1 else 2.0 ** (k - 1)
+        p = accept(r, max(base * factor, e or 0))
+        return _Plan("grow", p, f"no run completed yet; {lo_txt}: measure at {fmt(r, p)}")
+    hi = b.hi
+    hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"
+    rec = accept(r, max(hi, b.lo_need * (1 + h)))
+    if r == "task_window" and hi <= lo_cap:
+        rec = hi  # closed at the accepted granularity: the headroom would double the window
+    if hi <= lo_cap or hi <= b.lo_need * tol:
+        how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
+               f"{lo_txt}" if hi <= lo_cap else f"{lo_txt}, within {2 * h:.0%}")
+        head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
+        return _Plan("final", rec, f"{hi_txt}; {how}{head}")
+    if e is not None and hi <= e and b.hi_tight and not b.failed:
+        return _Plan("final", hi, f"{hi_txt} with the allocator reclaiming (a tight run) at the scopes' estimate "
+                                  f"of {fmt(r, b.est)} plus {h:.0%}; {lo_txt}. One run at exactly this size is "
+                                  "evidence, not a guarantee: a failure below it would prove the bracket closed")
+    if e is not None and lo_cap <= e < hi:
+        return _Plan("probe_ok", e, f"{hi_txt}, {lo_txt}; the scopes held about {fmt(r, b.est)}: measure at "
+                                    f"{fmt(r, e)} (the estimate plus {h:.0%})")
+    if e is not None and e < lo_cap:  # the estimate was proven low: step up from the shortfall
+        factor = tol if k <= 1 else 2.0 ** (k - 1)
+        p_raw = min(b.lo_need * factor, _geo(lo_cap, hi))
+        kind: Kind = "probe_ok"
+        why = f"{hi_txt}, {lo_txt}: the estimate was low; measure at"
+    elif e is None or hi < e / tol:  # no estimate, or it was proven high: bisect the bracket
+        p_raw = _geo(lo_cap, hi)
+        kind = "probe_low"
+        why = f"{hi_txt}, {lo_txt}: bisecting, measure at"
+    else:  # completed at about the estimate: one step down, to prove the bracket closed
+        p_raw = max(hi / tol, _geo(lo_cap, hi))
+        kind = "probe_low"
+        why = f"{hi_txt}, {lo_txt}: to prove less does not fit, measure at"
+    p = accept(r, p_raw)
+    if p >= hi:
+        below = accept_below(r, hi)
+        p = below if below is not None else hi
+    if p < lo_cap or p >= hi:
+        return _Plan("final", rec, f"{hi_txt}; {lo_txt}: no accepted size between")
+    return _Plan(kind, p, f"{why} {fmt(r, p)}")
+
+
+# -- per file ------------------------------------------------------------------------------------------
+
+
+def _units(runs: Sequence[RunFacts]) -> dict[str, dict[str, list[RunFacts]]]:
+    """program -> rank -> runs."""
+    out: dict[str, dict[str, list[RunFacts]]] = {}
+    for run in runs:
+        rank = run.labels.rank or (str(run.host_log.rank) if run.host_log is not None and
+                                   run.host_log.rank is not None else "")
+        out.setdefault(program_key(run.labels, run.path or (run.host_log.path if run.host_log else "")),
+                       {}).setdefault(rank, []).append(run)
+    return out
+
+
+def _pooled(runs: Sequence[RunFacts], headroom: float
+            ) -> dict[str, tuple[dict[str, dict[Key, _Bound]], dict[str, list[str]]]]:
+    out = {}
+    for prog, units in _units(runs).items():
+        bounds: dict[str, dict[Key, _Bound]] = {}
+        blocked: dict[str, list[str]] = {}
+        for unit, members in units.items():
+            bounds[unit], blocked[unit] = _unit_bounds(members)
+        _attribute_by_plan(units, bounds, headroom)
+        out[prog] = (bounds, blocked)
+    return out
+
+
+def _advice(r: str, ring: int, b: _Bound, plan: _Plan, capacity: int | None, basis: Basis,
+            driven_by: str = "", dropped: int = 0) -> Advice:
+    rec = plan.value if plan.kind == "final" else None
+    nxt = None if plan.kind in ("final", "unknown") else plan.value
+    why = plan.why
+    if dropped:
+        why = (f"{dropped} records dropped: this run's peaks are lower bounds and pairs may be wrong (its "
+               f"capacities are still proof); {why}")
+    target = plan.value
+    return Advice(ring, r, capacity, accept(r, b.lo_need) if b.lo_need else None, b.hi, b.est or None, rec, basis,
+                  why, measure_next=nxt, shrink=capacity is not None and plan.kind != "unknown" and target < capacity,
+                  driven_by=driven_by)
+
+
+def _in_use(bounds: dict[Key, _Bound]) -> list[Key]:
+    return [k for k in sorted(bounds) if bounds[k].used]
+
+
+def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[RunAdvice]:
+    """Advice for each run, in order, from the evidence of every run of its program on its rank."""
+    pooled = _pooled(runs, headroom)
+    out: list[RunAdvice] = []
+    for run in runs:
+        bounds_all, _ = pooled[program_key(run.labels, run.path or (run.host_log.path if run.host_log else ""))]
+        rank = run.labels.rank or (str(run.host_log.rank) if run.host_log and run.host_log.rank is not None else "")
+        bounds = bounds_all[rank]
+        s = run.summary
+        peaks = {(p.ring, p.resource): p for p in s.peaks}
+        advice = []
+        for ring, r in _in_use(bounds):
+            b = bounds[(ring, r)]
+            cap = s.meta.capacity(r, ring) if s.meta is not None else None
+            advice.append(_advice(r, ring, b, _plan(r, b, headroom), cap, _basis(s, peaks.get((ring, r))),
+                                  dropped=s.meta.dropped if s.meta is not None else 0))
+        final = bool(advice) and all(a.recommended is not None for a in advice)
+        out.append(RunAdvice(tuple(advice), tuple(_run_config(advice, s.meta)), tuple(_kernel_fixes(s, advice)),
+                             final))
+    return out
+
+
+def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = "",
+           labels: Labels | None = None, host_log: HostLog | None = None) -> RunAdvice:
+    """Advice for one run on its own."""
+    return advise_runs([RunFacts(path, labels or Labels(), summary, host_log)], headroom)[0]
+
+
+# -- per program -------------------------------------------------------------------------------------
+
+
+def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[ProgramAnswer]:
+    """One answer per program (in order of first appearance), pooled over all its runs and ranks."""
+    out: list[ProgramAnswer] = []
+    units = _units(runs)
+    for prog, (bounds, blocked) in _pooled(runs, headroom).items():
+        keys = {k for unit_bounds in bounds.values() for k, b in unit_bounds.items() if b.used or b.failed}
+        merged = {k: _merge(unit_bounds[k] for unit_bounds in bounds.values()) for k in sorted(keys)}
+        members = [r for rs in units[prog].values() for r in rs]
+        plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
+        chosen = _batch(plans, merged)
+        latest = max(members, key=lambda x: x.labels.run)
+        advice = []
+        for (ring, r), (plan, driver) in chosen.items():
+            b = merged[(ring, r)]
+            cap = latest.summary.meta.capacity(r, ring) if latest.summary.meta is not None else None
+            peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
+            advice.append(_advice(r, ring, b, plan, cap, _basis(latest.summary, peak), driver))
+        stop = sorted({text for texts in blocked.values() for text in texts})
+        final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
+        config = () if stop else tuple(_run_config(advice, None))
+        sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
+        out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
+                                 tuple(advice), config, tuple(stop)))
+    return out
+
+
+def _batch(plans: dict[Key, _Plan], bounds: dict[Key, _Bound]) -> dict[Key, tuple[_Plan, str]]:
+    """The values of one measurement run: every probe expected to complete, else one expected to fail;
+    at most one dep-pool probe (its report names no ring).  Held resources run at their proven size."""
+    out: dict[Key, tuple[_Plan, str]] = {}
+    oks = [k for k, p in plans.items() if p.kind in ("probe_ok", "grow")]
+    lows = [k for k, p in plans.items() if p.kind == "probe_low"]
+    go: set[Key] = set()
+    if oks:
+        dep = [k for k in oks if k[1] == "dep_pool"]
+        go = {k for k in oks if k[1] != "dep_pool"} | set(dep[:1])
+    elif lows:
+        go = {max(lows, key=lambda k: (bounds[k].hi or 0) / max(plans[k].value, 1))}
+    for k, p in plans.items():
+        b = bounds[k]
+        if p.kind in ("final", "unknown") or k in go:
+            by_need = p.kind == "final" and (b.hi is None or p.value > b.hi)
+            driver = (b.lo_src if by_need else b.hi_src) if p.kind == "final" else b.est_src or b.lo_src or b.hi_src
+            out[k] = (p, driver)
+        else:
+            hold = b.hi if b.hi is not None else p.value
+            out[k] = (_Plan("probe_ok", hold, f"held at {fmt(k[1], hold)} (completed) while other sizes are "
+                                              f"measured one at a time; then: {p.why}"), b.hi_src)
+    return out
+
+
+# -- output helpers ------------------------------------------------------------------------------------
 
 
 def _kernel_fixes(s: RunSummary, advice: Sequence[Advice]) -> list[str]:
@@ -401,61 +587,36 @@ def _kernel_fixes(s: RunSummary, advice: Sequence[Advice]) -> list[str]:
     return out
 
 
-def _run_config(advice: Sequence[Advice], meta: Meta | None) -> list[tuple[str, int | tuple[int, ...]]]:
+def _run_config(advice: Iterable[Advice], meta: Meta | None) -> list[tuple[str, int | tuple[int, ...]]]:
+    """The RunConfig fields to run with, relative to the compile defaults (0: the default).
+
+    With ``meta`` (one file's advice) only the resources whose value changes are given, and rings
+    without advice keep what that run had; without it (a program's answer) the RunConfig is complete."""
     out: list[tuple[str, int | tuple[int, ...]]] = []
+    advice = list(advice)
     for r in RESOURCES:
-        values = [0, 0, 0, 0]
+        values = [0] * RINGS
         changed = False
         for a in advice:
-            if a.resource != r or not 0 <= a.ring < 4:
+            if a.resource != r or not 0 <= a.ring < RINGS:
                 continue
             target = a.recommended if a.recommended is not None else a.measure_next
             if target is None:
                 continue
-            values[a.ring] = target
+            values[a.ring] = 0 if target == COMPILE_DEFAULTS[r] else target
             changed = changed or target != a.capacity
-        if not changed:
-            continue
-        if meta is not None:  # rings without advice keep what the run had (0 where that is the default)
+        if meta is not None:
+            if not changed:
+                continue
             caps: tuple[int, ...] = getattr(meta, f"{r}_max")
-            for ring in range(4):
-                if values[ring] == 0 and ring < len(caps) and caps[ring] != COMPILE_DEFAULT[r]:
+            for ring in range(RINGS):
+                if (values[ring] == 0 and ring < len(caps) and caps[ring] not in (0, COMPILE_DEFAULTS[r])
+                        and not any(a.resource == r and a.ring == ring for a in advice)):
                     values[ring] = caps[ring]
-        out.append((CONFIG_KEY[r], values[0] if len(set(values)) == 1 else tuple(values)))
+        if not any(values):
+            continue
+        out.append((CONFIG_KEYS[r], values[0] if len(set(values)) == 1 else tuple(values)))
     return out
-
-
-def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[RunAdvice]:
-    """Advice for each run, in order; runs of the same program (:func:`group_key`) pool their evidence."""
-    groups: dict[tuple[str, str, str], list[RunFacts]] = {}
-    for run in runs:
-        groups.setdefault(group_key(run.labels, run.path), []).append(run)
-    pools = {key: _pools(members) for key, members in groups.items()}
-    out: list[RunAdvice] = []
-    for run in runs:
-        key = group_key(run.labels, run.path)
-        pool, wedges = pools[key]
-        in_use = {(p.ring, p.resource): p for p in _in_use(run.summary)}
-        meta = run.summary.meta
-        for ring, r in pool:  # in use in another run of the program: this run's figures, or none
-            if (ring, r) not in in_use and meta is not None and (r != "dep_pool" or meta.version >= 5):
-                in_use[(ring, r)] = Peak(ring, r, meta.capacity(r, ring), 0, "", 0, 0, "", 0, "", 0, 0)
-        advice: list[Advice] = []
-        for ring in sorted({ring for ring, _ in in_use}):
-            peaks = {r: in_use[(ring, r)] for r in RESOURCES if (ring, r) in in_use and (ring, r) in pool}
-            ctx = _Ctx(run, ring, peaks, {r: pool[(ring, r)] for r in peaks}, tuple(wedges.get(ring, ())),
-                       headroom, len(groups[key]))
-            advice += _plan_ring(ctx)
-        final = bool(advice) and all(a.recommended is not None for a in advice)
-        out.append(RunAdvice(tuple(advice), tuple(_run_config(advice, run.summary.meta)),
-                             tuple(_kernel_fixes(run.summary, advice)), final))
-    return out
-
-
-def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = "",
-           labels: Labels | None = None, host_log: HostLog | None = None) -> RunAdvice:
-    """Advice for one run on its own."""
-    return advise_runs([RunFacts(path, labels or Labels(), summary, host_log)], headroom)[0]
 
 
 def snippet(key: str, value: int | tuple[int, ...]) -> str:
@@ -473,12 +634,26 @@ def snippet(key: str, value: int | tuple[int, ...]) -> str:
     return f"{key}={one(value)}"
 
 
-def advice_json(advice: Sequence[Advice]) -> list[dict[str, object]]:
+def advice_json(advice: Sequence[Advice], driven_by: bool = False) -> list[dict[str, object]]:
     """The ``advice`` list of the JSON outputs (``advise``, ``summary --format json``, ``--events``)."""
-    return [{"ring": a.ring, "resource": a.resource, "capacity": a.capacity, "lower_bound": a.lower_bound,
-             "upper_bound": a.upper_bound, "estimate": a.estimate, "recommended": a.recommended,
-             "basis": a.basis, "reason": a.reason, "measure_next": a.measure_next} for a in advice]
+    out: list[dict[str, object]] = []
+    for a in advice:
+        obj: dict[str, object] = {
+            "ring": a.ring, "resource": a.resource, "capacity": a.capacity, "lower_bound": a.lower_bound,
+            "upper_bound": a.upper_bound, "estimate": a.estimate, "recommended": a.recommended, "basis": a.basis,
+            "reason": a.reason, "measure_next": a.measure_next}
+        if driven_by:
+            obj["driven_by"] = a.driven_by
+        out.append(obj)
+    return out
 
 
-def run_config_json(ra: RunAdvice) -> dict[str, int | list[int]]:
+def run_config_json(ra: RunAdvice | ProgramAnswer) -> dict[str, int | list[int]]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in ra.run_config}
+
+
+def program_json(pa: ProgramAnswer) -> dict[str, object]:
+    """One entry of ``advise --format json``'s ``programs``."""
+    return {"program": pa.program, "sources": list(pa.sources), "runs": pa.runs, "final": pa.final,
+            "advice": advice_json(pa.advice, driven_by=True), "run_config": run_config_json(pa),
+            "blocked": list(pa.blocked)}

@@ -499,6 +499,7 @@ class Advice(msgspec.Struct, frozen=True):
     reason: str
     measure_next: int | None = None
     shrink: bool = False
+    driven_by: str = ""  # the source (run, rank) whose evidence sets the value; "" for one run on its own
 
 
 class RunAdvice(msgspec.Struct, frozen=True):

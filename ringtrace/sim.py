@@ -17,11 +17,16 @@ real files in ``tests/fixtures/samples``:
 * a task window of N holds at most N - 1 live tasks; the dep pool holds ``cap`` entries;
 * the heap is a ring of ``cap`` bytes: a block never straddles its end (an allocation that
   would is placed at the start, and the bytes skipped at the end count as allocated until
-  that block is reclaimed: the head counter moves past them), and the allocator needs
-  strictly more free bytes than the request (``used + skipped + request < cap``);
+  that block is reclaimed: the head counter moves past them); a block as large as the free
+  room fits (``used + skipped + request <= cap``: on the real runtime a 64 KiB request
+  completes on a 64 KiB ring);
 * when an allocation does not fit even after reclaiming everything reclaimable, the run
   wedges: recording stops, the open scopes stay open (only their begins are in the file), and
-  the metadata says ``"fatal": false`` unless the scenario asks for a fatal.
+  the metadata says ``"fatal": false`` unless the scenario asks for a fatal.  Like the real
+  runtime's simulator, :func:`write_run` then writes no scope_stats file (unless asked to, as
+  the hardware path exports on failure) and a host log in the runtime's format: the deadlock
+  report with the ring's sizes, then the ``orch_error_code=`` line (``clean``) or only the
+  scheduler's ``Fatal error (code=N)`` line (``abort``).
 
 Whether a program completes therefore depends on each (ring, resource) separately, and
 :func:`accepted` says whether the capacities are ones the runtime accepts (task window a
@@ -112,6 +117,22 @@ def accepted(scn: Scenario) -> list[str]:
     return out
 
 
+class Report(msgspec.Struct, frozen=True):
+    """The failing ring's state when an allocation did not fit (what the runtime's deadlock report prints)."""
+
+    task_window: int
+    task_head: int
+    task_tail: int
+    heap: int
+    heap_head: int
+    heap_tail: int
+    requested: int
+    dep_pool: int
+    dep_used: int
+    dep_needed: int
+    scope_tasks: int
+
+
 class Outcome(msgspec.Struct, frozen=True):
     """How a simulated run ends.  ``ring``/``resource``/``orch_error_code`` are set when it wedged."""
 
@@ -122,6 +143,7 @@ class Outcome(msgspec.Struct, frozen=True):
     depth: int | None = None  # depth of the scope whose allocation failed (the innermost open one)
     resource: Resource | None = None
     orch_error_code: int | None = None
+    report: Report | None = None
 
 
 Rec = tuple[str, str, int, int, int, int, int, int, int, int, int]
@@ -170,7 +192,7 @@ class _Ring:
         return self.hsize - off if off + nbytes > self.hsize else 0
 
     def fits(self, nbytes: int, ndeps: int) -> bool:
-        return (self.th + 1 - self.tt <= self.tcap and self.hh + self.skip(nbytes) + nbytes - self.ht < self.hsize
+        return (self.th + 1 - self.tt <= self.tcap and self.hh + self.skip(nbytes) + nbytes - self.ht <= self.hsize
                 and self.dh + ndeps - self.dt <= self.dcap)
 
 
@@ -184,6 +206,7 @@ class _Engine:
         self.tensors = 0
         self.carried: _Carried | None = None  # the latest loop-carried value, read by the next sibling
         self.failure: tuple[int, int, Resource, int] | None = None  # ring, depth, resource, orch_error_code
+        self.report: Report | None = None  # the ring's state when the allocation failed
         base = f"{scn.program}_orch.cpp"[:31]
         lines = random.Random(f"{scn.seed}:sites")
         self.site_names = [[ROOT_SITE]] + [
@@ -243,6 +266,9 @@ class _Engine:
                 self._reclaim(ring)  # the allocator has to wait: reclaim what is reclaimable, oldest first
                 if not ring.fits(nbytes, ndeps):
                     self.failure = (rn, depth, *self._why(ring, frame, nbytes, ndeps))
+                    own = sum(1 for f, _, _ in fifo if f is frame)
+                    self.report = Report(ring.tcap + 1, ring.th, ring.tt, ring.hsize, ring.hh, ring.ht, nbytes,
+                                         ring.dcap, ring.dh - ring.dt, ndeps, own)
                     return False
             if self.tensors >= self.scn.tensormap_max:
                 self.failure = (rn, depth, "tensormap", 11)
@@ -272,7 +298,7 @@ class _Engine:
 
     @staticmethod
     def _why(ring: _Ring, frame: _Frame, nbytes: int, ndeps: int) -> tuple[Resource, int]:
-        if ring.hh + ring.skip(nbytes) + nbytes - ring.ht >= ring.hsize:
+        if ring.hh + ring.skip(nbytes) + nbytes - ring.ht > ring.hsize:
             return "heap", 2
         if ring.dh + ndeps - ring.dt > ring.dcap:
             return "dep_pool", 4
@@ -302,7 +328,7 @@ class _Run:
         if self.engine.failure is None:
             return Outcome(self.total, self.dropped, False)
         ring, depth, resource, code = self.engine.failure
-        return Outcome(self.total, self.dropped, True, ring, depth, resource, code)
+        return Outcome(self.total, self.dropped, True, ring, depth, resource, code, self.engine.report)
 
 
 def outcome(scn: Scenario) -> Outcome:
@@ -374,6 +400,93 @@ def write_file(path: str | Path, scn: Scenario) -> int:
             fh.write(meta_line(scn, run.outcome()))
             shutil.copyfileobj(body, fh, 1 << 20)
             return fh.tell()
+
+
+_DETAIL = {1: "SCOPE_DEADLOCK - a scope submitted more tasks than the ring's task window can hold",
+           2: "HEAP_RING_DEADLOCK - the task allocator could not reserve the heap bytes required for another task",
+           3: "FLOW_CONTROL_DEADLOCK - the task allocator could not admit another task because the configured task "
+              "window had no available slot",
+           4: "DEP_POOL_OVERFLOW - a task's producer dependencies exceeded the runtime's available fanin "
+              "representation capacity",
+           11: "TENSORMAP_OVERFLOW - the tensormap has no free entry"}
+
+
+def _report_lines(out: Outcome) -> list[str]:
+    """The deadlock report the runtime prints for ``out`` (its ring's sizes, what was asked)."""
+    rep, ring = out.report, out.ring
+    if rep is None or ring is None:
+        return []
+    f = "[ERROR] report_deadlock: [pto_ring_buffer.h:%d] %s"
+    bar = "=" * 40
+    used = rep.heap_head - rep.heap_tail
+    heap = (f % (444, f"  Heap ring {ring}: top={rep.heap_head % rep.heap}, tail={rep.heap_tail % rep.heap}, "
+                      f"size={rep.heap}, used={used}, available={rep.heap - used}"))
+    active = rep.task_head - rep.task_tail
+    task = (f % (440, f"  Task ring {ring}: current={rep.task_head}, last_alive={rep.task_tail}, "
+                      f"active={active}/{rep.task_window} ({100 * active / rep.task_window:.1f}%)"))
+    head = [f % (431, f"Head task {rep.task_tail} is the oldest task owned by an open scope on this ring ->"),
+            f % (432, "no open scope can end while the orchestrator is blocked here."),
+            f % (433, "Provable head-of-line deadlock.")]
+    if out.resource == "heap":
+        return [f % (423, bar), f % (425, f"FATAL: Task Allocator Deadlock - Heap Exhausted! ring={ring}"),
+                f % (429, bar), *head, task, heap, f % (449, f"  Requested:  {rep.requested} bytes"),
+                f % (484, bar)]
+    if out.resource == "task_window" and out.orch_error_code == 3:
+        return [f % (423, bar), f % (427, f"FATAL: Task Allocator Deadlock - Task Ring Full! ring={ring}"),
+                f % (429, bar), *head, task, heap, f % (484, bar)]
+    if out.resource == "task_window":
+        g = "[ERROR] check_scope_can_accept_task: [pto_orchestrator.cpp:%d] %s"
+        n = rep.task_window
+        return [g % (572, bar), g % (573, f"FATAL: Scope Deadlock Detected! (ring {ring})"), g % (574, bar),
+                g % (575, f"Tasks in current scope ({rep.scope_tasks}) >= task_window_size ({n})."),
+                g % (576, f"  scope_depth:        {out.depth}"), g % (577, f"  ring_id:            {ring}"),
+                g % (578, f"  scope_task_count:   {rep.scope_tasks}"),
+                g % (579, f"  active_tasks:       {active} / {n}"),
+                g % (586, f"  2. Increase task window (current: {n})"), g % (590, bar)]
+    if out.resource == "dep_pool":  # the runtime's dep-pool report names no ring
+        d = "[ERROR] report_deadlock: [pto_ring_buffer.cpp:%d] %s"
+        cap = rep.dep_pool
+        return [d % (141, bar), d % (142, "FATAL: Dependency Pool Deadlock Detected!"), d % (143, bar),
+                d % (147, "Provable head-of-line deadlock."),
+                d % (151, f"  - Pool used:     {rep.dep_used} / {cap} ({100 * rep.dep_used / cap:.1f}%)"),
+                d % (157, f"  - Needed:        {rep.dep_needed} entries"),
+                d % (173, f"  Increase dep pool capacity (current: {cap}, recommended: {2 * cap})"), d % (176, bar)]
+    return []
+
+
+def host_log_text(scn: Scenario, out: Outcome, mode: Literal["clean", "abort"] = "clean") -> str:
+    """The host log the runtime writes for a run of ``scn`` that ended as ``out`` (formats: the format
+    doc, "The host log around a failure"): a banner, and for a failed run the deadlock report, then the
+    ``orch_error_code=`` line and its detail (``clean``), or the scheduler's ``Fatal error (code=N)`` line
+    before the process aborts (``abort``).  ``Ring buffer sizes:`` is an INFO line: not written."""
+    lines = ["=== Runtime: tensormap_and_ringbuffer  Level: 2 ===", f"  {scn.program}::{scn.name} ..."]
+    if not out.wedged:
+        return "\n".join([*lines, f"  {scn.program}::{scn.name} PASSED"]) + "\n"
+    code = out.orch_error_code or 0
+    lines += _report_lines(out)
+    lines.append(f"[ERROR] handle_orchestrator_exit: [scheduler_cold_path.cpp:65] Thread 0: Fatal error (code={code}),"
+                 " sending EXIT_SIGNAL to all cores. completed_tasks=0, total_tasks=0")
+    if mode == "abort":
+        lines += ["terminate called after throwing an instance of 'AssertionError'"]
+        return "\n".join(lines) + "\n"
+    v = "[mono_ns=1][T0x1][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
+    lines += [v + f"PTO2 runtime failed: orch_error_code={code} sched_error_code=0 runtime_status=-{code}",
+              v + f"error detail: orch_error_code={code} {_DETAIL.get(code, 'UNKNOWN - see the device log')}",
+              f"  {scn.program}::{scn.name} FAILED: finalize_native_run failed with code -{code}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_run(path: str | Path, scn: Scenario, host_log: str | Path, *, mode: Literal["clean", "abort"] = "clean",
+              export_on_failure: bool = False) -> Outcome:
+    """One run as the runtime's simulator leaves it: ``host_log`` always; the scope_stats file at ``path``
+    only when the run completed (or, with ``export_on_failure``, as the hardware path does, always)."""
+    out = outcome(scn)
+    Path(host_log).parent.mkdir(parents=True, exist_ok=True)
+    Path(host_log).write_text(host_log_text(scn, out, mode), encoding="utf-8")
+    if not out.wedged or export_on_failure:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, scn)
+    return out
 
 
 class Step(msgspec.Struct, frozen=True):

@@ -16,9 +16,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.advise import RunFacts, advice_json, advise_runs, fmt, run_config_json, snippet
+from ringtrace.advise import (
+    ProgramAnswer,
+    RunFacts,
+    advice_json,
+    advise_programs,
+    advise_runs,
+    fmt,
+    program_json,
+    run_config_json,
+    snippet,
+)
 from ringtrace.config import Config
-from ringtrace.records import Finding, RingSide, RunAdvice, RunFinished, TreeDiff
+from ringtrace.records import Advice, Finding, RingSide, RunAdvice, RunFinished, TreeDiff
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -27,11 +37,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """The ``advise`` and ``diff`` subcommands."""
     p = sub.add_parser("advise", parents=[common],
                        help="ring sizes from runs' records: what they prove, a recommendation or the next measurement")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories to search")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="scope_stats files, host logs or directories to search: every run of a program is evidence")
     p.add_argument("--headroom", type=float, help="share added over the need (default 0.1)")
+    p.add_argument("--each", action="store_true", default=None,
+                   help="also one answer per file (the table's per-file sections; JSON always has files[])")
     p.add_argument("--format", choices=("table", "json"), help="table (default) or json")
-    p.add_argument("--details", action="store_true", default=None,
-                   help="with several sources: details for every source, not only those with problems")
     p.add_argument("--host-log", action="append", dest="host_logs", default=[], metavar="FILE",
                    help="the runtime's host log of a run (repeatable, globs allowed): its deadlock report says "
                         "which resource was short")
@@ -44,7 +55,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
-    return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log) for f in fins]
+    return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
 
 
 def cmd_advise(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
@@ -55,28 +66,27 @@ def cmd_advise(args: argparse.Namespace, cfg: Config, out: Console, err: Console
         cli._err(err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
     summary, ok = cli._read(args.paths, cfg, [], err, args.host_logs)
-    fins = [f for f in summary.finished if f.source.path]  # a host log without records has nothing to size
-    advice = advise_runs(facts(fins), headroom)
+    fins = list(summary.finished)  # a run known from its host log alone is evidence too
+    run_facts = facts(fins)
+    programs = advise_programs(run_facts, headroom)
+    files = [f for f in fins if f.source.path]
+    advice = advise_runs([rf for rf in run_facts if rf.path], headroom)
     if cfg.format == "json":
-        sys.stdout.write(json.dumps(advise_json(fins, advice), indent=1) + "\n")
+        sys.stdout.write(json.dumps(advise_json(files, advice, programs), indent=1) + "\n")
     else:
-        shown = fins
-        if len(fins) > 1:
-            render_overview(out, fins, advice)
-            if not args.details:
-                shown = [f for f in fins if any(problem_counts(f)) or not _settled(advice, fins, f)]
-        for fin in shown:
-            render_advice(out, fin, advice[fins.index(fin)])
+        for pa in programs:
+            render_program(out, pa)
+        if args.each:
+            if len(files) > 1:
+                render_overview(out, files, advice)
+            for fin in files:
+                render_advice(out, fin, advice[files.index(fin)])
     return EXIT_OK if ok else EXIT_INPUT
 
 
-def _settled(advice: list[RunAdvice], fins: Sequence[RunFinished], fin: RunFinished) -> bool:
-    ra = advice[fins.index(fin)]
-    return ra.final and not ra.run_config
-
-
-def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice]) -> dict[str, Any]:
-    """``advise --format json``: ``{"files": [{path, labels, advice, run_config, kernel_fixes}]}``."""
+def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice],
+                programs: Sequence[ProgramAnswer] = ()) -> dict[str, Any]:
+    """``advise --format json``: ``{"programs": [...], "files": [{path, labels, advice, run_config, ...}]}``."""
     files = []
     for fin, ra in zip(fins, advice, strict=True):
         lab = fin.source.labels
@@ -84,7 +94,42 @@ def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice]) -> dic
                       "labels": {"run": lab.run, "rank": lab.rank, "dispatch": lab.dispatch, "program": lab.program},
                       "advice": advice_json(ra.advice), "run_config": run_config_json(ra),
                       "kernel_fixes": list(ra.kernel_fixes)})
-    return {"files": files}
+    return {"programs": [program_json(pa) for pa in programs], "files": files}
+
+
+def _what(a: Advice) -> str:
+    if a.recommended is not None:
+        verb = "keep" if a.recommended == a.capacity else "shrink to" if a.shrink else "set"
+        return f"{verb} {fmt(a.resource, a.recommended)}"
+    if a.measure_next is not None:
+        return f"measure at {fmt(a.resource, a.measure_next)}"
+    return "-"
+
+
+def render_program(console: Console, pa: ProgramAnswer) -> None:
+    """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
+    state = "final" if pa.final else "blocked" if pa.blocked else "measure"
+    console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}", style="bold"))
+    for text in pa.blocked:
+        console.print(Text(f"  {text}", style="bold red"))
+    if pa.advice:
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("ring", "resource", "lower", "upper", "estimate", "advice"):
+            table.add_column(col, justify="left" if col in ("resource", "advice") else "right")
+        for a in pa.advice:
+            table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
+                          fmt(a.resource, a.estimate), _what(a))
+        console.print(table)
+        for a in pa.advice:
+            console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+    if pa.run_config:
+        label = "RunConfig (final sizes)" if pa.final else "RunConfig for the next run (a measurement)"
+        console.print(f"  {label}:", markup=False)
+        for key, value in pa.run_config:
+            console.print(Text(f"    {snippet(key, value)}"))
+    elif not pa.blocked:
+        console.print("  RunConfig: compile defaults (nothing to change)", markup=False)
+    console.print()
 
 
 def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
@@ -97,13 +142,7 @@ def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
     for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
         table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
     for a in ra.advice:
-        if a.recommended is not None:
-            verb = "keep" if a.recommended == a.capacity else "shrink to" if a.shrink else "set"
-            what = f"{verb} {fmt(a.resource, a.recommended)}"
-        elif a.measure_next is not None:
-            what = f"measure at {fmt(a.resource, a.measure_next)}"
-        else:
-            what = "-"
+        what = _what(a)
         table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
                       fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
     console.print(table)

@@ -2,21 +2,23 @@
 
 For each program below the test finds, by bisection on the simulator, the smallest capacity of
 every ring and resource with which the program completes (the other resources at the compile
-defaults).  Then it follows ``advise`` from (a) a run at the compile defaults, (b) a tight run
-that passes and (c) a run that wedges: each step writes the run's file like the runtime, reads
-it back through ringtrace's reader, advises on all runs of the program so far, and sizes the next
-run from the advice (``recommended`` where given, else ``measure_next``) until every entry has a
-recommendation.  It asserts that the final sizes complete, that each final size is at least the
-bisection minimum and at most that minimum plus headroom, rounded to an accepted value, that
-every ``lower_bound`` is at most and every ``upper_bound`` at least the minimum, and that the
-loop ends within a handful of runs.
+defaults).  Then it follows ``advise`` as a user does on the real runtime: the first run at the
+compile defaults; each run laid out as the runtime's scene tests lay it out, a completed run
+leaving its scope_stats file and host log, a failed run only its host log (the runtime's
+simulator writes no file for a failed run); after each run ``ringtrace advise --format json`` over
+every run so far, and the next run takes the program answer's ``run_config`` until it is final.
+It asserts that every bound brackets the minimum, that the final sizes complete, that each is
+within [minimum, 1.25 x minimum] before rounding to an accepted value, and that the loop ends
+within six runs.
 
 ``.venv/bin/python -m tests.test_advise`` prints the README's table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -26,7 +28,17 @@ import msgspec
 import pytest
 
 from ringtrace import sim
-from ringtrace.advise import COMPILE_DEFAULT, RunFacts, accept, advise, advise_runs, next_above, snippet
+from ringtrace.advise import (
+    COMPILE_DEFAULT,
+    CONFIG_KEY,
+    RunFacts,
+    accept,
+    advise,
+    advise_programs,
+    advise_runs,
+    next_above,
+    snippet,
+)
 from ringtrace.cli import main
 from ringtrace.diagnose import Thresholds
 from ringtrace.readfiles import read_files
@@ -115,149 +127,106 @@ def bisection_minimum(program: str) -> dict[Key, int]:
 
 # -- one advise loop ------------------------------------------------------------------------------
 
+MAX_RUNS = 6
+
 
 class Loop(msgspec.Struct):
     program: str
-    start: str
     runs: int = 0
-    final: dict[str, int] = {}  # "rank/ring/resource" -> recommended
+    final: dict[tuple[int, str], int] = {}
     history: list[dict[str, Any]] = []
 
 
-def _write(root: Path, program: str, step: int, caps: dict[Key, int]) -> list[Path]:
-    """One run of ``program`` at ``caps`` in the runtime's layout (L2, or L3 with a folder per rank)."""
+def caps_of(run_config: dict[str, Any]) -> dict[tuple[int, str], int]:
+    """A RunConfig (the guide's scalar or 4-tuple, 0 = compile default) as per-ring capacities."""
+    out: dict[tuple[int, str], int] = {}
+    for r in RESOURCES:
+        value = run_config.get(CONFIG_KEY[r], 0)
+        values = value if isinstance(value, list) else [value] * 4
+        for ring, v in enumerate(values):
+            out[(ring, r)] = v or COMPILE_DEFAULT[r]
+    return out
+
+
+def run_once(root: Path, program: str, step: int, caps: dict[tuple[int, str], int]) -> list[bool]:
+    """One run of ``program`` at ``caps`` as the runtime leaves it; returns per rank whether it failed.
+
+    L2: ``outputs/<program>_<ts>/`` with ``scope_stats/scope_stats.jsonl`` (completed) and ``host.log``.
+    L3: ``build_output/<program>_<ts>/dfx_outputs/rank<N>/d0/scope_stats/...`` and one ``host.log`` for
+    the run, its lines tagged ``[rank N]``."""
     ranks = PROGRAMS[program]
-    paths = []
+    ts = f"20261201_{step:06d}"
+    failed = []
+    if len(ranks) == 1:
+        run = root / "outputs" / f"{program}_{ts}"
+        out = sim.write_run(run / "scope_stats" / "scope_stats.jsonl", with_caps(ranks[0], caps), run / "host.log",
+                            mode="abort" if step % 2 else "clean")
+        return [out.wedged]
+    run = root / "build_output" / f"{program}_{ts}"
+    text = []
     for n, scn in enumerate(ranks):
-        rank = _rank(ranks, n)
-        mine = {(ring, r): c for (rk, ring, r), c in caps.items() if rk == rank}
-        run = root / "build_output" / f"{program}_20261201_{step:06d}" / "dfx_outputs"
-        path = (run / f"rank{rank}" / "d0" if rank else run) / "scope_stats" / "scope_stats.jsonl"
-        path.parent.mkdir(parents=True)
-        sim.write_file(path, with_caps(scn, mine))
-        paths.append(path)
-    return paths
+        d = run / "dfx_outputs" / f"rank{n}" / "d0"
+        out = sim.write_run(d / "scope_stats" / "scope_stats.jsonl", with_caps(scn, caps), d / "rank.log",
+                            mode="abort" if step % 2 else "clean")
+        log = d / "rank.log"
+        text += [f"[rank {n}] {line}" for line in log.read_text().splitlines()]
+        log.unlink()
+        failed.append(out.wedged)
+    (run / "host.log").write_text("\n".join(text) + "\n")
+    return failed
 
 
-def _read(paths: list[Path]) -> list[RunFinished]:
-    sink = SummarySink()
-    assert read_files(paths, FanOut([sink]), Thresholds()) == []
-    return sink.finished
+def advise_json(root: Path) -> dict[str, Any]:
+    """``ringtrace advise --format json`` over every run under ``root`` (the command users run)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["advise", "--format", "json", "--host-log", str(root / "**" / "host.log"), str(root)])
+    obj: dict[str, Any] = json.loads(buf.getvalue())
+    assert code == 0, obj
+    return obj
 
 
-def _targets(program: str, advice: list[tuple[str, RunAdvice]]) -> tuple[dict[Key, int], bool]:
-    """The next run's capacities and whether they are final.
-
-    An L3 entry passes one RunConfig to every rank: per ring and resource the largest size any rank
-    asks for; it is final when that rank's entry is a recommendation (a smaller rank's measurement
-    cannot be run under the shared size, and needs none: the shared size completed for it).
-    """
-    out: dict[Key, int] = {}
-    settled: dict[Key, bool] = {}
-    for rank, ra in advice:
-        for a in ra.advice:
-            target = a.recommended if a.recommended is not None else a.measure_next
-            assert target is not None, a
-            out[(rank, a.ring, a.resource)] = target
-            settled[(rank, a.ring, a.resource)] = a.recommended is not None
-    if len(PROGRAMS[program]) == 1:
-        return out, all(settled.values())
-    final = True
-    for ring in range(4):
-        for r in RESOURCES:
-            mine = {rk: v for (rk, g, q), v in out.items() if (g, q) == (ring, r)}
-            if not mine:
-                continue
-            top = max(mine.values())
-            final = final and any(settled[(rk, ring, r)] for rk, v in mine.items() if v == top)
-            for rk in mine:
-                out[(rk, ring, r)] = top
-    return out, final
-
-
-def _bounds_hold(program: str, advice: list[tuple[str, RunAdvice]]) -> None:
+def follow(program: str, tmp: Path) -> Loop:
+    loop = Loop(program)
     minimum = bisection_minimum(program)
-    for rank, ra in advice:
-        for a in ra.advice:
-            m = minimum[(rank, a.ring, a.resource)]
-            assert a.lower_bound is None or a.lower_bound <= m, (a, m)
-            assert a.upper_bound is None or a.upper_bound >= m, (a, m)
-
-
-def start_caps(program: str, start: str) -> dict[Key, int]:
-    """(a) generous: the compile defaults; (b) tight and passing; (c) one that wedges."""
-    minimum = bisection_minimum(program)
-    if start == "generous":
-        return {k: COMPILE_DEFAULT[k[2]] for k in minimum}
-    tight = {k: accept(k[2], 1.3 * v) for k, v in minimum.items()}
-    if len(PROGRAMS[program]) > 1:  # one RunConfig for all ranks
-        tight = {k: max(v for q, v in tight.items() if q[1:] == k[1:]) for k in tight}
-    if start == "tight":
-        return tight
-    # wedged: the resource with the largest need, sized under its minimum
-    key = max(minimum, key=lambda k: minimum[k] / COMPILE_DEFAULT[k[2]] if k[2] != "heap" else minimum[k] / 8192)
-    low = {**tight}
-    for k in low:
-        if k[1:] == key[1:]:
-            low[k] = max(4 if k[2] != "heap" else _KIB, minimum[key] // 2)
-    return low
-
-
-def follow(program: str, start: str, tmp: Path) -> Loop:
-    loop = Loop(program, start)
-    caps = start_caps(program, start)
-    files: list[RunFinished] = []
-    for step in range(MAX_RUNS):
-        paths = _write(tmp, program, step, caps)
-        files += _read(paths)
-        facts = [RunFacts(f.source.path, f.source.labels, f.summary) for f in files]
-        everything = advise_runs(facts, HEADROOM)
-        latest = [(f.source.labels.rank, ra) for f, ra in zip(files, everything, strict=True) if
-                  f.source.path in {str(p) for p in paths}]
-        _bounds_hold(program, latest)
+    need = {k[1:]: max(v for q, v in minimum.items() if q[1:] == k[1:]) for k in minimum}  # one RunConfig
+    caps = {k: COMPILE_DEFAULT[k[1]] for k in need}
+    for step in range(MAX_RUNS + 1):
+        failed = run_once(tmp, program, step, caps)
         loop.runs += 1
-        outcome = [sim.outcome(with_caps(s, {(g, r): c for (rk, g, r), c in caps.items()
-                                             if rk == _rank(PROGRAMS[program], n)})).wedged
-                   for n, s in enumerate(PROGRAMS[program])]
-        loop.history.append({"caps": {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in caps.items() if
-                                      v != COMPILE_DEFAULT[k[2]]}, "wedged": outcome})
-        caps, final = _targets(program, latest)
-        if final:
-            loop.final = {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in caps.items()}
+        loop.history.append({"caps": {f"{k[0]}/{k[1]}": v for k, v in caps.items() if v != COMPILE_DEFAULT[k[1]]},
+                             "failed": failed})
+        [answer] = advise_json(tmp)["programs"]
+        for a in answer["advice"]:
+            m = need[(a["ring"], a["resource"])]
+            assert a["lower_bound"] is None or a["lower_bound"] <= m, (a, m, loop.history)
+            assert a["upper_bound"] is None or a["upper_bound"] >= m, (a, m, loop.history)
+        caps = caps_of(answer["run_config"])
+        if answer["final"]:  # every resource in use has its recommendation; the rest stay at the defaults
+            advised = {(a["ring"], a["resource"]) for a in answer["advice"]}
+            assert all(v == COMPILE_DEFAULT[k[1]] for k, v in caps.items() if k not in advised), caps
+            loop.final = {k: v for k, v in caps.items() if k in advised}
             return loop
-    raise AssertionError(f"{program} from {start}: no final recommendation after {MAX_RUNS} runs: {loop.history}")
-
-
-STARTS = ("generous", "tight", "wedged")
+    raise AssertionError(f"{program}: no final answer after {MAX_RUNS} runs: {loop.history}")
 
 
 @functools.cache
-def loop_result(program: str, start: str) -> Loop:
+def loop_result(program: str) -> Loop:
     with tempfile.TemporaryDirectory() as tmp:
-        return follow(program, start, Path(tmp))
+        return follow(program, Path(tmp))
 
 
-@pytest.mark.parametrize("start", STARTS)
 @pytest.mark.parametrize("program", list(PROGRAMS))
-def test_advise_converges_to_sizes_that_complete(program: str, start: str) -> None:
+def test_advise_converges_on_the_runtime_loop(program: str) -> None:
+    loop = loop_result(program)
     minimum = bisection_minimum(program)
-    if start == "wedged":
-        caps = start_caps(program, start)
-        assert any(sim.outcome(with_caps(s, {(g, r): c for (rk, g, r), c in caps.items()
-                                              if rk == _rank(PROGRAMS[program], n)})).wedged
-                   for n, s in enumerate(PROGRAMS[program])), "the wedged start must wedge"
-    if start == "tight":
-        assert not any(w for h in [loop_result(program, start).history[0]] for w in h["wedged"])
-    loop = loop_result(program, start)
-    final = {tuple(k.split("/")): v for k, v in loop.final.items()}
-    caps = {(k[0], int(k[1]), k[2]): v for k, v in final.items()}
-    for n, scn in enumerate(PROGRAMS[program]):
-        mine = {(g, r): c for (rk, g, r), c in caps.items() if rk == _rank(PROGRAMS[program], n)}
-        assert sim.accepted(with_caps(scn, mine)) == []
-        assert completes(scn, mine), (program, start, mine)
-    for key, value in caps.items():
-        m = max(v for k, v in minimum.items() if k[1:] == key[1:])  # one RunConfig for all ranks
-        assert m <= value <= accept(key[2], m * (1 + HEADROOM)), (key, value, m)
+    assert loop.final
+    for scn in PROGRAMS[program]:
+        assert sim.accepted(with_caps(scn, loop.final)) == []
+        assert completes(scn, loop.final), (program, loop.final, loop.history)
+    for (ring, r), value in loop.final.items():
+        m = max(v for k, v in minimum.items() if k[1:] == (ring, r))
+        assert m <= value <= accept(r, m * 1.25), ((ring, r), value, m, loop.history)
     assert loop.runs <= MAX_RUNS, loop.history
 
 
@@ -284,9 +253,19 @@ def _tree(tmp: Path, scn: sim.Scenario, name: str = "prog_20261201_000000") -> P
     return path
 
 
+def _read(paths: list[Path]) -> list[RunFinished]:
+    sink = SummarySink()
+    assert read_files(paths, FanOut([sink]), Thresholds()) == []
+    return sink.finished
+
+
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
     code = main(["advise", "--format", "json", *args])
     return code, json.loads(capsys.readouterr().out)
+
+
+ADVICE_KEYS = {"ring", "resource", "capacity", "lower_bound", "upper_bound", "estimate", "recommended", "basis",
+               "reason", "measure_next"}
 
 
 def test_advise_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,32 +274,40 @@ def test_advise_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0
     [f] = obj["files"]
     assert set(f) == {"path", "labels", "advice", "run_config", "kernel_fixes"}
-    keys = {"ring", "resource", "capacity", "lower_bound", "upper_bound", "estimate", "recommended", "basis",
-            "reason", "measure_next"}
-    assert f["advice"] and all(set(a) == keys for a in f["advice"])
-    assert {(a["ring"], a["resource"]) for a in f["advice"]} == {(r, res) for r in range(3) for res in RESOURCES}
+    assert f["advice"] and all(set(a) == ADVICE_KEYS for a in f["advice"])
+    assert {(a["ring"], a["resource"]) for a in f["advice"]} == {(r, res) for r in (1, 2) for res in RESOURCES}
     assert all(a["basis"] == "oversized" and a["recommended"] is None and a["measure_next"] for a in f["advice"])
     assert all(a["upper_bound"] == a["capacity"] for a in f["advice"])  # it completed
-    assert set(f["run_config"]) == {"ring_task_window", "ring_heap", "ring_dep_pool"}
     assert f["run_config"]["ring_heap"][3] == 0  # ring 3 unused: left at the compile default
-    # the same advice list in summary --format json
+    [p] = obj["programs"]
+    assert set(p) == {"program", "sources", "runs", "final", "advice", "run_config", "blocked"}
+    assert p["program"] == "prog" and p["runs"] == 1 and p["sources"] == [str(path)] and not p["final"]
+    assert all(set(a) == ADVICE_KEYS | {"driven_by"} for a in p["advice"])
+    assert all(a["driven_by"] == "prog_20261201_000000" for a in p["advice"])
+    # the complete RunConfig relative to the compile defaults: every resource in use has a value
+    caps = caps_of(p["run_config"])
+    for a in p["advice"]:
+        assert caps[(a["ring"], a["resource"])] == a["measure_next"] <= a["upper_bound"]
+    # the same per-file advice list in summary --format json
     assert main(["summary", "--format", "json", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["files"][0]["advice"] == f["advice"]
 
 
-def test_advise_table_and_headroom(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_advise_table_leads_with_the_program_and_headroom_counts(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     scn = PROGRAMS["window_bound"][0]
-    m = bisection_minimum("window_bound")
-    path = _tree(tmp_path, with_caps(scn, {(ring, r): m[("", ring, r)] for ring in range(4) for r in RESOURCES}))
+    path = _tree(tmp_path, scn)
     assert main(["advise", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "RunConfig" in out and "ring 1 task_window" in out and "basis" in out
+    assert out.startswith("prog: 1 run(s), measure") and "RunConfig for the next run" in out
+    assert "ring 1 task_window" in out and str(path) not in out  # per-file sections only with --each
+    assert main(["advise", "--each", str(path)]) == 0
+    assert str(path) in capsys.readouterr().out
     _, zero = _json(capsys, "--headroom", "0", str(path))
     _, big = _json(capsys, "--headroom", "1", str(path))
-    heap = {a["ring"]: a for a in zero["files"][0]["advice"] if a["resource"] == "heap"}
-    heap_big = {a["ring"]: a for a in big["files"][0]["advice"] if a["resource"] == "heap"}
-    assert all((heap[r]["recommended"] or heap[r]["measure_next"]) <
-               (heap_big[r]["recommended"] or heap_big[r]["measure_next"]) for r in heap if heap[r]["estimate"] > 2)
+    heap = {a["ring"]: a for a in zero["programs"][0]["advice"] if a["resource"] == "heap"}
+    heap_big = {a["ring"]: a for a in big["programs"][0]["advice"] if a["resource"] == "heap"}
+    assert all(heap[r]["measure_next"] < heap_big[r]["measure_next"] for r in heap)
     assert main(["advise", "--headroom", "-1", str(path)]) == 2
 
 
@@ -332,15 +319,11 @@ def test_statements_on_bad_input(tmp_path: Path) -> None:
     base = PROGRAMS["heap_bound"][0]
     dropped = advice_of(msgspec.structs.replace(base, drop_rate=0.2, seed=9), "dropped_20261201_000000")
     assert {a.basis for a in dropped.advice} == {"dropped"}
-    assert all(a.lower_bound is None and a.recommended is None and "dropped" in a.reason for a in dropped.advice)
+    assert all(a.estimate is None and a.recommended is None and "dropped" in a.reason for a in dropped.advice)
+    assert all(a.upper_bound == a.capacity for a in dropped.advice)  # its capacities are still proof
     v4 = advice_of(msgspec.structs.replace(base, version=4), "v4_20261201_000000")
     assert {a.resource for a in v4.advice} == {"task_window", "heap"}  # no dep pool to advise on
-    wedge = advice_of(with_caps(base, {(2, "heap"): 2 * _KIB}), "wedged_20261201_000000")
-    assert {a.basis for a in wedge.advice} == {"wedged"} and not wedge.final
-    ring2 = next(a for a in wedge.advice if (a.ring, a.resource) == (2, "heap"))
-    assert ring2.upper_bound is None and ring2.recommended is None and (ring2.measure_next or 0) > 2 * _KIB
-    assert "wedged" in ring2.reason
-    # no capacities: nothing proven, no measurement suggested, no made-up recommendation
+    # no capacities (0 = unknown): nothing proven, no measurement suggested, no made-up recommendation
     path = _tree(tmp_path, base, "nocap_20261201_000000")
     lines = path.read_bytes().split(b"\n", 1)
     meta = json.loads(lines[0])
@@ -349,25 +332,44 @@ def test_statements_on_bad_input(tmp_path: Path) -> None:
     [fin] = _read([path])
     nocap = advise(fin.summary)
     assert nocap.advice and all(a.capacity is None and a.recommended is None and a.measure_next is None
-                                and "no capacity" in a.reason for a in nocap.advice)
+                                and "unknown" in a.reason for a in nocap.advice)
     assert nocap.run_config == ()
 
 
-def test_runs_of_one_program_pool_their_evidence(tmp_path: Path) -> None:
-    scn = PROGRAMS["heap_bound"][0]
+def _wedged(tmp: Path, caps: dict[tuple[int, str], int], name: str) -> list[RunFinished]:
+    """A run that wedges, exported on failure (as the hardware path does): the file, no host log."""
+    return _read([_tree(tmp, with_caps(PROGRAMS["heap_bound"][0], caps), name)])
+
+
+def test_a_wedged_file_proves_its_ring_short_and_completed_runs_bound_the_need(tmp_path: Path) -> None:
     m = bisection_minimum("heap_bound")[("", 2, "heap")]
-    ok = _read([_tree(tmp_path, with_caps(scn, {(2, "heap"): m}), "heap_bound_20261201_000001")])
-    bad = _read([_tree(tmp_path, with_caps(scn, {(2, "heap"): m - _KIB}), "heap_bound_20261201_000002")])
-    facts = [RunFacts(f.source.path, f.source.labels, f.summary) for f in ok + bad]
-    pooled = advise_runs(facts, HEADROOM)
-    for ra in pooled:
-        a = next(a for a in ra.advice if (a.ring, a.resource) == (2, "heap"))
-        assert a.upper_bound == m  # the completed run bounds the need for both
-    # the wedge is pinned on the heap: the ring's window and dep pool were at capacities that completed
-    a = next(a for a in pooled[1].advice if (a.ring, a.resource) == (2, "heap"))
-    assert a.lower_bound == m and "completed" in a.reason
-    alone = advise(bad[0].summary)
-    assert next(a for a in alone.advice if (a.ring, a.resource) == (2, "heap")).lower_bound != m
+    ok = _read([_tree(tmp_path, with_caps(PROGRAMS["heap_bound"][0], {(2, "heap"): m}), "heap_bound_20261201_000001")])
+    bad = _wedged(tmp_path, {(2, "heap"): m - _KIB}, "heap_bound_20261201_000002")
+    assert bad[0].summary.wedged
+    facts = [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in ok + bad]
+    [answer] = advise_programs(facts, HEADROOM)
+    a = next(a for a in answer.advice if (a.ring, a.resource) == (2, "heap"))
+    assert (a.lower_bound, a.upper_bound) == (m, m)  # wedged at m - 1 KiB: the need is over it
+    assert a.recommended == accept("heap", (m - _KIB + 1) * (1 + HEADROOM))  # headroom over the proven need
+    assert "wedged" in a.reason and a.driven_by == "heap_bound_20261201_000002"
+    alone = advise_runs(facts[1:], HEADROOM)[0]
+    a = next(a for a in alone.advice if (a.ring, a.resource) == (2, "heap"))
+    assert a.upper_bound is None and a.recommended is None and (a.measure_next or 0) > m - _KIB
+
+
+def test_a_failure_sizing_cannot_fix_gives_no_run_config(tmp_path: Path) -> None:
+    run = tmp_path / "outputs" / "prog_20261201_000001"
+    run.mkdir(parents=True)
+    (run / "host.log").write_text(
+        "[ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] PTO2 runtime failed: orch_error_code=8 "
+        "sched_error_code=0 runtime_status=-8\n")
+    _tree(tmp_path, PROGRAMS["heap_bound"][0], "prog_20261201_000000")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["advise", "--format", "json", "--host-log", str(run / "host.log"), str(tmp_path)]) == 0
+    [p] = json.loads(buf.getvalue())["programs"]
+    assert p["runs"] == 2 and p["run_config"] == {} and not p["final"]
+    assert len(p["blocked"]) == 1 and "TENSOR_WAIT_TIMEOUT" in p["blocked"][0]
 
 
 def test_rounding_and_snippets() -> None:
@@ -384,7 +386,7 @@ def test_overview_first_for_several_sources(tmp_path: Path, capsys: pytest.Captu
     base = PROGRAMS["heap_bound"][0]
     _tree(tmp_path, base, "a_20261201_000000")
     _tree(tmp_path, with_caps(base, {(2, "heap"): 2 * _KIB}), "b_20261201_000000")
-    for command in ("summary", "check", "advise"):
+    for command in ("summary", "check"):
         main([command, str(tmp_path)])
         out = capsys.readouterr().out
         head = out.split("\n\n", 1)[0]
@@ -394,45 +396,29 @@ def test_overview_first_for_several_sources(tmp_path: Path, capsys: pytest.Captu
         if command == "check":  # one line per source after the overview, as before
             assert "ok " in body and "FAIL " in body
             continue
-        if command == "summary":  # details only where there are errors or warnings, unless --details
-            assert "a_20261201" not in body
+        assert "a_20261201" not in body  # details only where there are errors or warnings, unless --details
         main([command, "--details", str(tmp_path)])
         assert "a_20261201" in capsys.readouterr().out.split("\n\n", 1)[1]
+    main(["advise", "--each", str(tmp_path)])  # two programs (a, b): their answers, then the overview
+    out = capsys.readouterr().out
+    assert out.index("a: 1 run(s)") < out.index("2 sources") and out.index("b: 1 run(s)") < out.index("2 sources")
 
 
 def table() -> str:
-    """The README table: program, bisection minimum, final advice, ratio, runs per start."""
-    rows = ["| program | binding (rank/ring/resource) | bisection minimum | final advice | ratio | runs: generous / "
-            "tight / wedged |", "|---|---|---|---|---|---|"]
+    """The README table: per program its binding resource, the bisection minimum, the final answer, runs."""
+    rows = ["| program | binding (ring/resource) | bisection minimum | final | ratio | worst ratio (any resource) "
+            "| runs |", "|---|---|---|---|---|---|---|"]
     for program in PROGRAMS:
         m = bisection_minimum(program)
-        key = max(m, key=lambda k: m[k] / (8192 if k[2] == "heap" else 8))
-        loops = [loop_result(program, s) for s in STARTS]
-        final = loops[0].final[f"{key[0]}/{key[1]}/{key[2]}"]
-        finals = {lp.final[f"{key[0]}/{key[1]}/{key[2]}"] for lp in loops}
-        unit = (lambda v: f"{v // 1024} KiB") if key[2] == "heap" else str
-        shown = " / ".join(unit(v) for v in sorted(finals)) if len(finals) > 1 else unit(final)
-        ratio = " / ".join(f"{v / m[key]:.2f}" for v in sorted(finals))
-        rows.append(f"| {program} | {key[0] or '-'}/{key[1]}/{key[2]} | {unit(m[key])} | {shown} | {ratio} | "
-                    f"{' / '.join(str(lp.runs) for lp in loops)} |")
+        need = {k[1:]: max(v for q, v in m.items() if q[1:] == k[1:]) for k in m}
+        key = max(need, key=lambda k: need[k] / (8192 if k[1] == "heap" else 8))
+        loop = loop_result(program)
+        unit = (lambda v: f"{v / 1024:g} KiB") if key[1] == "heap" else str
+        worst = max(v / need[k] for k, v in loop.final.items())
+        rows.append(f"| {program} | {key[0]}/{key[1]} | {unit(need[key])} | {unit(loop.final[key])} | "
+                    f"{loop.final[key] / need[key]:.2f} | {worst:.2f} | {loop.runs} |")
     return "\n".join(rows)
 
 
 if __name__ == "__main__":
     print(table())
-
-
-def test_a_host_logs_deadlock_report_proves_the_short_resource(capsys: pytest.CaptureFixture[str],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    case = Path(__file__).parent / "golden" / "hostlog_real_heap" / "input"
-    monkeypatch.chdir(case)
-    requested = int(next(line for line in (case / "host.log").read_text().splitlines()
-                         if "Requested:" in line).split("Requested:")[1].split()[0])
-    _, alone = _json(capsys, ".")
-    _, logged = _json(capsys, "--host-log", "host.log", ".")
-    heap = next(a for a in logged["files"][0]["advice"] if a["resource"] == "heap")
-    assert next(a for a in alone["files"][0]["advice"] if a["resource"] == "heap")["lower_bound"] is None
-    assert heap["lower_bound"] == accept("heap", requested + 1) > heap["capacity"]
-    assert "host log" in heap["reason"] and heap["measure_next"] >= heap["lower_bound"]
-    # the log names the heap: the ring's other resources are not suspects
-    assert all(a["measure_next"] == a["capacity"] for a in logged["files"][0]["advice"] if a["resource"] != "heap")

@@ -66,7 +66,7 @@ def check_fifo(records: list[Record], scn: sim.Scenario) -> int:
         tail = (r.task_window_start, r.heap_start, r.dep_pool_start or 0)[:n]
         head = (r.task_window_end, r.heap_end, r.dep_pool_end or 0)[:n]
         cap = (scn.task_window_max[r.ring], scn.heap_max[r.ring], scn.dep_pool_max[r.ring])
-        usable = (cap[0] - 1, cap[1] - 1, cap[2])  # a ring buffer never fills completely (dep pool may)
+        usable = (cap[0] - 1, cap[1], cap[2])  # a window of N holds N - 1 tasks; a heap block may fill the ring
         for i in range(n):
             assert 0 <= tail[i] <= head[i], r
             assert head[i] - tail[i] <= usable[i] <= cap[i], r
@@ -146,7 +146,10 @@ def test_named_scenarios_read_back_consistently(tmp_path: Path, name: str, versi
     assert (obj["version"], obj["fatal"], obj["dropped"], obj["total"]) == (version, scn.fatal, 0, out.total)
     assert obj["records"] == out.total and obj["complete"] is True
     assert obj["unmatched_begins"] == obj["unmatched_ends"] == 0
-    check_fifo(got.records, scn)
+    if version == 6:
+        check_fifo(got.records, scn)
+    else:  # the wrapped counters: the v6 figures, but for a heap exactly full (see _wrap_equal)
+        _wrap_equal(read(write(tmp_path / "v6", msgspec.structs.replace(scn, version=6))), got, version, scn.heap_max)
     if not out.wedged:
         assert obj["wedged"] == [] and obj["scopes"] * 2 == out.total
         return
@@ -207,15 +210,23 @@ def test_dropped_records(tmp_path: Path, name: str) -> None:
     check_fifo(got.records, scn)  # what is left still keeps the ring rules
 
 
-def _wrap_equal(v6: Read, other: Read, version: int) -> None:
-    """v4/v5 records unroll to exactly the v6 counters; peaks agree."""
+def _wrap_equal(v6: Read, other: Read, version: int, caps: tuple[int, ...]) -> None:
+    """v4/v5 records unroll to exactly the v6 counters, but for one ambiguity of the wrapped format: a
+    heap exactly full (a block as large as the free room fits) has the offsets of an empty one, and
+    reads as empty.  Peaks agree where no record was exactly full."""
     assert len(other.records) == len(v6.records)
+    full = 0
     for a, b in zip(v6.records, other.records, strict=True):
         if version == 4:
             a = msgspec.structs.replace(a, dep_pool_start=None, dep_pool_end=None)
+        if a.heap_end - a.heap_start == caps[a.ring] and a != b:
+            assert b == msgspec.structs.replace(a, heap_start=a.heap_end), (a, b)  # read as empty
+            full += 1
+            continue
         assert a == b
     resources = ("task_window", "heap", "dep_pool") if version == 5 else ("task_window", "heap")
-    assert [r for r in v6.obj["rings"] if r["resource"] in resources] == other.obj["rings"]
+    if not full:
+        assert [r for r in v6.obj["rings"] if r["resource"] in resources] == other.obj["rings"]
     assert v6.obj["wedged"] == other.obj["wedged"] and v6.obj["tensormap"] == other.obj["tensormap"]
 
 
@@ -227,7 +238,7 @@ def test_wrapped_heaps_unroll_to_the_v6_counters(tmp_path: Path, name: str) -> N
     for version in (4, 5):
         raw = [json.loads(line) for line in list(sim.simulate(sim.named(name, version=version)))[1:]]
         assert all(r["heap_end"] < sim.named(name).heap_max[r["ring"]] for r in raw)  # really wrapped
-        _wrap_equal(v6, read(write(tmp_path, sim.named(name, version=version))), version)
+        _wrap_equal(v6, read(write(tmp_path, sim.named(name, version=version))), version, sim.named(name).heap_max)
 
 
 @st.composite
@@ -269,7 +280,19 @@ def test_random_runs_read_back_exactly(scn: sim.Scenario) -> None:
         assert v6.obj["wedged"] == []
     for version in (4, 5):
         assert reads[version].obj["parse_errors"] == 0
-        _wrap_equal(v6, reads[version], version)
+        if not _head_lapped(v6.records, scn.heap_max):
+            _wrap_equal(v6, reads[version], version, scn.heap_max)
+
+
+def _head_lapped(records: list[Record], caps: tuple[int, ...]) -> bool:
+    """A ring's head moved by a whole capacity or more between two of its samples: offsets modulo the
+    capacity cannot show that (v4/v5 files of such a run read one lap short from there on)."""
+    last: dict[int, int] = {}
+    for r in records:
+        if r.heap_end - last.get(r.ring, r.heap_end) >= caps[r.ring]:
+            return True
+        last[r.ring] = r.heap_end
+    return False
 
 
 # -- writers -----------------------------------------------------------------------------------
@@ -363,15 +386,22 @@ def test_a_window_of_n_holds_n_minus_1_tasks() -> None:
     assert (out.wedged, out.ring, out.resource, out.orch_error_code) == (True, 1, "task_window", 1)
 
 
-def test_heap_needs_strictly_more_than_the_request_and_never_straddles_the_end() -> None:
+def test_a_block_as_large_as_the_free_room_fits_and_never_straddles_the_end() -> None:
     scn = _one_ring(tasks=(0, 3))  # each scope holds 3 KiB (three 1 KiB blocks) until it exits
-    assert sim.outcome(_ring1("heap_max", 3 * 1024, scn)).resource == "heap"  # 3 KiB free for 3 KiB: not enough
-    # 3 KiB + 1: the second scope's first block would straddle the end, so it goes to the start and the
-    # skipped byte stays allocated; its third block then finds exactly 1 KiB free: not enough either
-    for size in (3 * 1024 + 1, 3 * 1024 + 512, 4 * 1024 - 1):
-        out = sim.outcome(_ring1("heap_max", size, scn))
-        assert (out.wedged, out.resource, out.orch_error_code) == (True, "heap", 2), size
-    assert not sim.outcome(_ring1("heap_max", 4 * 1024, scn)).wedged  # at most 3 KiB live, yet 4 KiB is the need
+    # the real runtime: a 64 KiB request completes on a 64 KiB ring; 3 KiB free takes 3 KiB
+    assert not sim.outcome(_ring1("heap_max", 3 * 1024, scn)).wedged
+    out = sim.outcome(_ring1("heap_max", 3 * 1024 - 1, scn))
+    assert (out.wedged, out.resource, out.orch_error_code) == (True, "heap", 2)
+    assert not sim.outcome(_ring1("heap_max", 1024, _one_ring(tasks=(0, 1)))).wedged  # one block: the whole ring
+    # blocks of 1-3 KiB: one that would straddle the end goes to the start, and the bytes skipped at the
+    # end stay allocated until it is reclaimed: the smallest heap exceeds the most bytes ever live
+    mixed = _one_ring(tasks=(0, 3), tensor_bytes=(1024, 3072), seed=0)
+    data = b"".join(sim.simulate(mixed))
+    scopes = [json.loads(line) for line in data.splitlines()[1:]]
+    held = max(e["heap_end"] - b["heap_end"] for b, e in zip(scopes[1::2], scopes[2::2], strict=False)
+               if b["phase"] == "begin" and e["phase"] == "end" and b["depth"] == e["depth"] == 1)
+    need = next(size for size in range(held, 4 * held) if not sim.outcome(_ring1("heap_max", size, mixed)).wedged)
+    assert need > held, (need, held)
     assert sim.accepted(_ring1("heap_max", 3 * 1024 + 512, scn)) == ["ring 1: heap 3584 is not a multiple of 1 KiB"]
 
 
@@ -384,11 +414,11 @@ def test_dep_pool_can_be_the_limit() -> None:
 
 def test_a_carried_value_keeps_the_previous_scope_live() -> None:
     plain, carry = _one_ring(tasks=(0, 4)), _one_ring(tasks=(0, 4), carry=1)
-    # without the carry, 4 KiB + 1 byte of room is enough: each scope's blocks go at its exit
-    assert not sim.outcome(_ring1("heap_max", 5 * 1024, plain)).wedged
+    # without the carry, 4 KiB of room is enough: each scope's blocks go at its exit
+    assert not sim.outcome(_ring1("heap_max", 4 * 1024, plain)).wedged
     # with it, the next scope's first task is submitted while the whole previous scope is still live
-    assert sim.outcome(_ring1("heap_max", 5 * 1024, carry)).resource == "heap"
-    assert not sim.outcome(_ring1("heap_max", 6 * 1024, carry)).wedged
+    assert sim.outcome(_ring1("heap_max", 5 * 1024 - 1, carry)).resource == "heap"
+    assert not sim.outcome(_ring1("heap_max", 5 * 1024, carry)).wedged  # the scope's 4 KiB + the carried 1 KiB
 
 
 def test_accepted_capacities() -> None:
