@@ -95,6 +95,7 @@ class ProgramAnswer(msgspec.Struct, frozen=True):
     advice: tuple[Advice, ...]
     run_config: tuple[tuple[str, int | tuple[int, ...]], ...]
     blocked: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # evidence that could not be used (a report that names no ring), and why
 
 
 def fmt(resource: str, n: int | None) -> str:
@@ -348,6 +349,22 @@ def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_S
     b.lower(short.capacity + 1, short.src, f"{exact(short.resource, short.capacity)} {short.how} ({name}, {short.src})")
 
 
+def _unpinned(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]]) -> list[str]:
+    """Failures whose report names no ring and that could not be pinned on one: what they leave open."""
+    out: list[str] = []
+    for unit, runs in units.items():
+        for run in runs:
+            code = _code(run)
+            short = _shortfall(run, code) if code is not None else None
+            if short is None or short.ring is not None or short.capacity is None:
+                continue
+            if not any(short.capacity in bounds[unit][(g, short.resource)].failed for g in range(RINGS)):
+                out.append(f"{run.name}: {fmt(short.resource, short.capacity)} of {short.resource} failed "
+                           f"({error_name(short.code) or short.code}) on a ring the report does not name: give "
+                           "this program's completed runs too, or run with that ring's size set alone")
+    return out
+
+
 def _attribute_by_plan(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]],
                        headroom: float) -> None:
     """Dep-pool failures that name no ring: pinned on the ring whose advice measured at exactly that size."""
@@ -531,11 +548,12 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
             peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
             advice.append(_advice(r, ring, b, plan, cap, _basis(latest.summary, peak), driver))
         stop = sorted({text for texts in blocked.values() for text in texts})
+        notes = _unpinned(units[prog], bounds)
         final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
         config = () if stop else tuple(_run_config(advice, None))
         sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
         out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
-                                 tuple(advice), config, tuple(stop)))
+                                 tuple(advice), config, tuple(stop), tuple(notes)))
     return out
 
 
@@ -656,4 +674,4 @@ def program_json(pa: ProgramAnswer) -> dict[str, object]:
     """One entry of ``advise --format json``'s ``programs``."""
     return {"program": pa.program, "sources": list(pa.sources), "runs": pa.runs, "final": pa.final,
             "advice": advice_json(pa.advice, driven_by=True), "run_config": run_config_json(pa),
-            "blocked": list(pa.blocked)}
+            "blocked": list(pa.blocked), "notes": list(pa.notes)}

@@ -112,6 +112,8 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
     console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}", style="bold"))
     for text in pa.blocked:
         console.print(Text(f"  {text}", style="bold red"))
+    for text in pa.notes:
+        console.print(Text(f"  note: {text}", style="yellow"))
     if pa.advice:
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
         for col in ("ring", "resource", "lower", "upper", "estimate", "advice"):

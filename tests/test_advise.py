@@ -280,7 +280,7 @@ def test_advise_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert all(a["upper_bound"] == a["capacity"] for a in f["advice"])  # it completed
     assert f["run_config"]["ring_heap"][3] == 0  # ring 3 unused: left at the compile default
     [p] = obj["programs"]
-    assert set(p) == {"program", "sources", "runs", "final", "advice", "run_config", "blocked"}
+    assert set(p) == {"program", "sources", "runs", "final", "advice", "run_config", "blocked", "notes"}
     assert p["program"] == "prog" and p["runs"] == 1 and p["sources"] == [str(path)] and not p["final"]
     assert all(set(a) == ADVICE_KEYS | {"driven_by"} for a in p["advice"])
     assert all(a["driven_by"] == "prog_20261201_000000" for a in p["advice"])

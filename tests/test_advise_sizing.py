@@ -56,6 +56,8 @@ def test_every_run_alone_brackets_the_true_minimum(run: dict[str, Any]) -> None:
         if not run["completed"]:  # a host log alone speaks of the one resource it names, and of no other
             named = here is not None and here["ring"] == m["ring"] and m["resource"] != "dep_pool"
             assert (a is not None) == named, (m, answer)  # a dep-pool report names no ring: nothing to pin
+            if here is not None and here["ring"] == m["ring"] and m["resource"] == "dep_pool":
+                assert any("does not name" in n for n in answer["notes"]), answer  # said, not guessed
             if a is None:
                 continue
         assert a is not None, (m, answer)
