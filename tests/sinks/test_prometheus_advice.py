@@ -36,3 +36,15 @@ def test_recommended_and_measure_next_capacities_and_a_failed_run() -> None:
     assert one(s, "ringtrace_run_failed", run="b", code="2", error="HEAP_RING_DEADLOCK") == 1
     assert not pick(s, "ringtrace_run_failed", run="a")
     same_as_fresh(sink)  # the cached lines carry them too, in both formats
+
+
+def test_a_scheduler_failure_and_a_passing_log_on_metrics() -> None:
+    sink = PrometheusSink(clock=Clock())
+    sched = HostLog("/c/host.log", orch_error_code=0, sched_error_code=100, error_name="NONE",
+                    sched_error_name="SCHEDULER_TIMEOUT")
+    feed(sink, "/c/scope_stats/scope_stats.jsonl", PAGED.read_bytes(), "c", host_log=sched)
+    passing = HostLog("/d/host.log", orch_error_code=0, sched_error_code=0, error_name="NONE")
+    feed(sink, "/d/scope_stats/scope_stats.jsonl", PAGED.read_bytes(), "d", host_log=passing)
+    s = series(sink)
+    assert one(s, "ringtrace_run_failed", run="c", code="100", error="SCHEDULER_TIMEOUT") == 1
+    assert not pick(s, "ringtrace_run_failed", run="d")  # a log that reports no failure is no failed run

@@ -45,6 +45,7 @@ from ringtrace.records import (
     empty_summary,
     utf8,
 )
+from ringtrace.runtime import error_name
 from ringtrace.sinks import ringtrace_version
 
 RUN_LABELS = ("run", "rank", "dispatch")
@@ -89,8 +90,9 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "finished run (absent where only a measurement run can tell).", ("ring", "resource")),
     ("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the records cannot "
      "size the ring yet (oversized or wedged runs).", ("ring", "resource")),
-    ("ringtrace_run_failed", "1 when the run's host log reports a failure: its orch_error_code (or the "
-     "scheduler's fatal code) and its name (error).", ("code", "error")),
+    ("ringtrace_run_failed", "1 when the run's host log reports a failure: the code it latched (orch_error_code, "
+     "else sched_error_code, else the scheduler's fatal code; unknown when it names none) and its name (error).",
+     ("code", "error")),
 )
 _LABEL_NAMES = {name: (*RUN_LABELS, *extra) for name, _, extra in RUN_FAMILIES}
 
@@ -445,10 +447,10 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
         elif a.measure_next is not None:
             yield "ringtrace_ring_measure_next_capacity", [*lab, str(a.ring), a.resource], a.measure_next
     log = fin.host_log if fin is not None else None
-    if log is not None:
-        code = log.orch_error_code if log.orch_error_code is not None else log.fatal_code
-        if code is not None:
-            yield "ringtrace_run_failed", [*lab, str(code), log.error_name or ""], 1
+    if log is not None and log.failed:  # the latched code: the orchestrator's, else the scheduler's
+        code = log.latched_code or log.fatal_code
+        name = log.latched_name if log.latched_code else error_name(code)
+        yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or ""], 1
 
 
 def run_families(views: Iterable[RunView]) -> list[Metric]:
