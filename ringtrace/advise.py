@@ -170,6 +170,7 @@ class _Shortfall(msgspec.Struct, frozen=True):
     src: str
     code: int
     how: str = "failed"  # "wedged": a file's open scopes show it (no host log)
+    requested: int = 0  # the heap bytes the failing allocation asked for (the deadlock report's Requested:)
 
 
 def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
@@ -189,7 +190,9 @@ def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
     cap = _log_capacity(log, resource) if log is not None else None
     if cap is None and ring is not None and s.meta is not None:
         cap = s.meta.capacity(resource, ring)
-    return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged")
+    asked = log.requested_bytes if log is not None and resource == "heap" else None
+    return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged",
+                      asked or 0)
 
 
 def _used(p: Peak) -> bool:
@@ -345,6 +348,9 @@ def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_S
     b = bounds[(ring, short.resource)]
     b.used = b.known = True
     b.failed.append(short.capacity)
+    if short.requested:  # the request that did not fit must fit whole in an empty ring
+        b.lower(short.requested, short.src, f"the failing request was {exact(short.resource, short.requested)} "
+                                            f"({short.src}'s deadlock report)")
     name = error_name(short.code) or f"code {short.code}"
     b.lower(short.capacity + 1, short.src, f"{exact(short.resource, short.capacity)} {short.how} ({name}, {short.src})")
 
