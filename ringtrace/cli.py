@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proto (native TrackEvent, default) or chrome-json (small traces)")
     _add_otlp(p)
 
+    p = sub.add_parser("report", parents=[common],
+                       help="one self-contained HTML page of runs (opens offline): verdict and advice first")
+    _add_paths(p)
+    p.add_argument("-o", "--output", metavar="FILE", default="ringtrace-report.html",
+                   help="the HTML file to write (default ringtrace-report.html)")
+    p.add_argument("--headroom", type=float, help="share added over the need in the advice (default 0.1)")
+
     p = sub.add_parser("demo", parents=[common], help="simulate the runtime writing build trees live, and follow them")
     p.add_argument("--dir", default="", help="where to write the build tree (default: a new temporary folder)")
     p.add_argument("--pace", type=float, default=0.15, help="seconds between the simulated writer's steps")
@@ -339,7 +346,29 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
     return EXIT_OK if ok else EXIT_INPUT
 
 
-COMMANDS: dict[str, Any] = {"summary": cmd_summary, "check": cmd_check, "convert": cmd_convert, "watch": cmd_watch,
+def cmd_report(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace.report import ReportCollector, render, report_paths
+
+    collector = ReportCollector()
+    summary, ok = _read(args.paths, cfg, [collector], err, args.host_logs)
+    if not summary.finished:
+        return EXIT_INPUT
+    page = render(collector, cfg.headroom, f"ringtrace report: {report_paths(summary.finished)}")
+    target = Path(args.output)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as e:
+        _err(err, f"cannot write {args.output}: {e.strerror or e}")
+        return EXIT_INPUT
+    out.print(f"wrote {args.output}: {len(summary.finished)} source(s), {len(page.encode()) / 1024:.0f} KiB; "
+              "open it in any browser (no network needed)", highlight=False)
+    return EXIT_OK if ok else EXIT_INPUT
+
+
+COMMANDS: dict[str, Any] = {"report": cmd_report,
+                            "summary": cmd_summary, "check": cmd_check, "convert": cmd_convert, "watch": cmd_watch,
                             "demo": cmd_demo, "advise": tuning_cli.cmd_advise, "diff": tuning_cli.cmd_diff}
 
 
