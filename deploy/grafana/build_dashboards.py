@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
 OVERVIEW_UID = "ringtrace-overview"
 RUN_UID = "ringtrace-run"
-RUN_SEL = 'run=~"$run", rank=~"$rank"'
+RUN_SEL = 'run=~"$run", rank=~"$rank", dispatch=~"$dispatch"'
 RESOURCES = (("task_window", "", "none", "task-window slots"), ("heap", "_bytes", "bytes", "heap"),
              ("dep_pool", "", "none", "dep-pool entries"))
 
@@ -141,6 +141,20 @@ def dashboard(uid: str, title: str, desc: str, panels: list[dict[str, Any]], var
             "templating": {"list": variables}}
 
 
+def failed_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
+    """Failed runs as the host log reports them: run, rank, dispatch, code, error, ring."""
+    overrides = [] if run_link is None else [{"matcher": {"id": "byName", "options": "run"}, "properties": [
+        {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]
+    return table("Failed runs: the host log's code", [target(expr, instant=True, table=True)],
+                 "Runs whose host log reports a failure (alert RingtraceRunFailed): the latched code (orch_error_code, "
+                 "else sched_error_code), its name and the ring the deadlock report names. A failed run on the "
+                 "runtime's simulator leaves no scope_stats file: this is where it shows.",
+                 [{"id": "organize", "options": {
+                     "excludeByName": {"Time": True, "__name__": True, "job": True, "Value": True},
+                     "indexByName": {"run": 0, "rank": 1, "dispatch": 2, "code": 3, "error": 4, "ring": 5}}}],
+                 overrides=overrides)
+
+
 def overview() -> dict[str, Any]:
     lay = Layout()
     run_link = f"/d/{RUN_UID}/ringtrace-run?var-run=${{__data.fields.run}}&${{datasource:queryparam}}"
@@ -187,6 +201,9 @@ def overview() -> dict[str, Any]:
                        [target("run_ring:ringtrace_ring_utilization_ratio:max", legend="{{run}} ring {{ring}}")],
                        "One line per run and ring; a line ends when the run's series expire.", "percentunit",
                        RATIO_STEPS), 24, 8)
+
+    lay.row("Failed runs (host log)")
+    lay.add(failed_table('ringtrace_run_failed{instance=~"$instance"} == 1', run_link), 24, 8)
 
     lay.row("Wedged and fatal runs")
     lay.add(table("Wedged runs: where they stopped",
@@ -251,6 +268,8 @@ def run_dashboard() -> dict[str, Any]:
     ):
         lay.add(stat(title, expr, desc, steps), 4, 4)
 
+    lay.add(failed_table(f"ringtrace_run_failed{{{RUN_SEL}}} == 1"), 24, 5)
+
     lay.row("Ratios per rank, ring and resource")
     lay.add(bargauge("Utilization: peak high water / capacity",
                      f"ringtrace_ring_utilization_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
@@ -273,10 +292,11 @@ def run_dashboard() -> dict[str, Any]:
                            "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
                            "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}],
                       unit), 10, 8)
-        lay.add(timeseries(f"{what}: live / capacity over time",
-                           [target(f"{names[2]}{{{RUN_SEL}}} / {names[0]}", legend="rank {{rank}} ring {{ring}}")],
-                           "Occupancy at each ring's latest boundary record, as a share of capacity.",
-                           "percentunit", RATIO_STEPS), 14, 8)
+        lay.add(bargauge(f"{what}: peak high water / capacity",
+                         f"{names[1]}{{{RUN_SEL}}} / {names[0]}", "rank {{rank}} d{{dispatch}} ring {{ring}}",
+                         "The run's peak scope high water per rank and ring, as a share of capacity (from the "
+                         "per-run gauges: a run of a few seconds is one scrape, so its curve over records is in "
+                         "`ringtrace report`, not here)."), 14, 8)
 
     lay.row("Sizing: configured vs recommended (ringtrace advise)")
     configured = " or ".join(
@@ -321,7 +341,9 @@ def run_dashboard() -> dict[str, Any]:
                   "last read data of it.",
                   [{"id": "merge", "options": {}}, hide("Time", "__name__", "job", "Value #A")], "s"), 24, 6)
     variables = [ds_var(), query_var("run", "label_values(ringtrace_run_scopes, run)", "Run", multi=False),
-                 query_var("rank", 'label_values(ringtrace_run_scopes{run=~"$run"}, rank)', "Rank")]
+                 query_var("rank", 'label_values(ringtrace_run_scopes{run=~"$run"}, rank)', "Rank"),
+                 query_var("dispatch", 'label_values(ringtrace_run_scopes{run=~"$run", rank=~"$rank"}, dispatch)',
+                           "Dispatch")]
     links = [{"title": "Cluster overview", "type": "link", "url": f"/d/{OVERVIEW_UID}/ringtrace-overview",
               "icon": "dashboard", "targetBlank": False, "keepTime": True, "includeVars": False,
               "asDropdown": False, "tags": []}]

@@ -34,7 +34,7 @@ UNIT_TESTS = PROM / "tests" / "alerts_test.yml"
 DASHBOARDS = sorted(GRAFANA.glob("*.json"))
 README_ANCHOR = "https://github.com/ringtrace/ringtrace#alert-"
 # Values the dashboards' variables take when Grafana sends the query.
-VARIABLES = {"$__rate_interval": "5m", "$run": "some_run", "$rank": ".*", "$instance": ".*"}
+VARIABLES = {"$__rate_interval": "5m", "$run": "some_run", "$rank": ".*", "$dispatch": ".*", "$instance": ".*"}
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -220,7 +220,13 @@ def test_dashboard_structure() -> None:
                 used = set(re.findall(r"\$(\w+)", t["expr"])) - {"__rate_interval"}
                 assert used <= names, (p["title"], used)
     run = json.loads((GRAFANA / "ringtrace-run.json").read_text())
-    assert {"run", "rank"} <= {v["name"] for v in run["templating"]["list"]}
+    assert {"run", "rank", "dispatch"} <= {v["name"] for v in run["templating"]["list"]}
+    for dash in (run, json.loads((GRAFANA / "ringtrace-overview.json").read_text())):  # failed runs on both
+        failed = [p for p in panels(dash) if p["type"] == "table" and any(
+            "ringtrace_run_failed" in t["expr"] for t in p["targets"])]
+        assert len(failed) == 1, dash["uid"]
+        order = failed[0]["transformations"][0]["options"]["indexByName"]
+        assert list(order) == ["run", "rank", "dispatch", "code", "error", "ring"]
     assert len(uids) == len(DASHBOARDS)
     overview = (GRAFANA / "ringtrace-overview.json").read_text()
     assert f"/d/{run['uid']}/" in overview  # drill-down links

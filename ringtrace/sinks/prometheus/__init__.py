@@ -91,8 +91,8 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the records cannot "
      "size the ring yet (oversized or wedged runs).", ("ring", "resource")),
     ("ringtrace_run_failed", "1 when the run's host log reports a failure: the code it latched (orch_error_code, "
-     "else sched_error_code, else the scheduler's fatal code; unknown when it names none) and its name (error).",
-     ("code", "error")),
+     "else sched_error_code, else the scheduler's fatal code; unknown when it names none), its name (error) and "
+     "the ring its deadlock report names (empty when it names none).", ("code", "error", "ring")),
 )
 _LABEL_NAMES = {name: (*RUN_LABELS, *extra) for name, _, extra in RUN_FAMILIES}
 
@@ -450,7 +450,8 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
     if log is not None and log.failed:  # the latched code: the orchestrator's, else the scheduler's
         code = log.latched_code or log.fatal_code
         name = log.latched_name if log.latched_code else error_name(code)
-        yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or ""], 1
+        ring = "" if log.ring is None else str(log.ring)  # the deadlock report's ring ("" where it names none)
+        yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or "", ring], 1
 
 
 def run_families(views: Iterable[RunView]) -> list[Metric]:
