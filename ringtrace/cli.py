@@ -189,7 +189,8 @@ def _read(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
 def _unreadable(fin: RunFinished) -> bool:
     if is_log_only(fin):
         return False
-    return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version") for p in fin.problems) or (
+    return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version", "not_scope_stats")
+               for p in fin.problems) or (
         fin.summary.records == 0 and fin.summary.meta is None)
 
 
@@ -211,7 +212,8 @@ def cmd_summary(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
     if cfg.format == "json":
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
     else:
-        for fin in tuning_cli.glance(out, summary.finished, args.details):
+        readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
+        for fin in tuning_cli.glance(out, readable, args.details):
             render_run(out, fin)
     return EXIT_OK if ok else EXIT_INPUT
 
@@ -270,6 +272,7 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 
     for sig in (signal.SIGTERM, signal.SIGINT):  # the app installs its own handlers once it runs
         signal.signal(sig, _stop_before_start)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a rotation or a closed terminal during start-up: nothing to reopen
 
     from ringtrace.service import assemble
     from ringtrace.sinks.prometheus.webconfig import WebConfigError

@@ -108,6 +108,14 @@ def _describe(err: Exception, raw: bytes = b"") -> str:
 _TOO_DEEP = "JSON nested too deeply to be a metadata line or a record"
 
 
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class Decoder:
     """Incremental decoder for one run of one file.
 
@@ -126,6 +134,7 @@ class Decoder:
         self._version = 6
         self._dead = False  # unsupported version: ignore the rest
         self._crlf_warned = False
+        self._held: tuple[Problem, str] | None = None  # a bad first line, until line 2 says what the file is
         self._task_warned = False
         self._site_warned = False
         self._wraps = False
@@ -181,6 +190,8 @@ class Decoder:
             piece, self._partial = self._partial, b""
             self._line(piece, out)
         self._skipping = False
+        if self._held is not None:
+            self._not_scope_stats(out)
         if self.line == 0:
             self._error(out, 0, "empty_file", "empty file: no metadata line and no records")
         elif self.meta is not None and self.records == 0 and self.parse_errors == 0:
@@ -193,6 +204,26 @@ class Decoder:
         self.parse_errors += 1
         out.append(Problem(line, reason, message))
 
+    def _hold(self, problem: Problem, why: str) -> None:
+        """A first line that is no metadata line: reported once line 2 tells whether the file is one at all."""
+        self._held = (problem, why)
+
+    def _release(self, out: list[Item]) -> None:
+        """Line 2 is a record: the first line was a bad metadata line of a real file."""
+        if self._held is not None:
+            problem, _ = self._held
+            self._held = None
+            self.parse_errors += 1
+            out.append(problem)
+
+    def _not_scope_stats(self, out: list[Item]) -> None:
+        """Neither line 1 nor line 2 is what a scope_stats file holds: one error, the rest is not read."""
+        assert self._held is not None
+        _, why = self._held
+        self._held = None
+        self._dead = True
+        self._error(out, 1, "not_scope_stats", f"not a scope_stats file: {why}")
+
     def _too_long(self, out: list[Item]) -> None:
         self._error(out, self.line, "line_too_long", f"line longer than {self._max_line} bytes, skipped")
 
@@ -203,6 +234,7 @@ class Decoder:
             for piece in buf[start:end - 1].split(b"\n"):
                 self._line(piece, out)
             return
+        self._release(out)
         first = self.line + 1
         self.line += len(raws)
         if self._wraps or self._version < 5:
@@ -252,6 +284,19 @@ class Decoder:
                 out.append(Problem(self.line, "crlf", "CRLF line endings, read as LF", "warning"))
         if self._dead:
             return
+        if self._held is not None and self.line >= 2:
+            mark, errors, records = len(out), self.parse_errors, self.records
+            self._line_body(raw, out)
+            if self.records > records:
+                self._release(out)
+            else:  # line 2 is no record either: not this tool's file; its own complaint is dropped
+                del out[mark:]
+                self.parse_errors = errors
+                self._not_scope_stats(out)
+            return
+        self._line_body(raw, out)
+
+    def _line_body(self, raw: bytes, out: list[Item]) -> None:
         if not raw.strip():
             self._error(out, self.line, "blank_line", "blank line")
             return
@@ -270,15 +315,26 @@ class Decoder:
         try:
             obj: Any = msgspec.json.decode(raw)
         except RecursionError:
-            self._error(out, 1, "nested_too_deep", f"first line: {_TOO_DEEP}")
+            self._hold(Problem(1, "nested_too_deep", f"first line: {_TOO_DEEP}"), "its first line is not JSON")
             return
         except msgspec.DecodeError as err:
-            self._error(out, 1, "invalid_json", f"metadata line: {_describe(err, raw)}")
+            binary = b"\x00" in raw or not _is_utf8(raw)
+            self._hold(Problem(1, "invalid_json", f"metadata line: {_describe(err, raw)}"),
+                       "its first line is binary data, not JSON" if binary else "its first line is not JSON")
             return
         if not isinstance(obj, dict) or "version" not in obj:
-            self._error(out, 1, "no_metadata", "first line is not the metadata line (no \"version\")")
-            if isinstance(obj, dict) and "phase" in obj:
+            problem = Problem(1, "no_metadata", "first line is not the metadata line (no \"version\")")
+            if isinstance(obj, dict) and "phase" in obj:  # a record: a file that lost its metadata line
+                self._error(out, 1, problem.reason, problem.message)
                 self._record(raw, out)
+                return
+            self._hold(problem, "its first line has no \"version\"" if isinstance(obj, dict)
+                       else "its first line is not a JSON object")
+            return
+        if not isinstance(obj["version"], int) or isinstance(obj["version"], bool):
+            self._hold(Problem(1, "bad_metadata", "metadata line unreadable (\"version\" is not an integer): "
+                               "version, fatal, dropped, total and capacities unknown"),
+                       "its first line's \"version\" is not an integer")
             return
         try:
             m = _META_DECODER.decode(raw)

@@ -47,6 +47,16 @@ def is_scope_stats(path: PurePath) -> bool:
     return path.name == FILE_NAME or (path.suffix == ".jsonl" and path.parent.name == DIR_NAME)
 
 
+COMPRESSED = (".gz", ".zst")
+"""Suffixes of a kept (compressed) scope_stats file: the one-shot commands read them transparently;
+``watch`` does not follow them (the runtime writes plain files)."""
+
+
+def is_scope_stats_archive(path: PurePath) -> bool:
+    """``scope_stats.jsonl.gz`` / ``.zst`` (or ``*.jsonl.gz`` in ``scope_stats/``)."""
+    return path.suffix in COMPRESSED and is_scope_stats(path.with_suffix(""))
+
+
 def labels_for(path: PurePath) -> Labels:
     """Run, rank and dispatch read off ``path`` (empty where the layout has none)."""
     parts = path.parent.parts
@@ -166,7 +176,7 @@ def find_inputs(paths: list[str]) -> Inputs:
                 if f.suffix == LOG_SUFFIX:
                     if f.is_file():
                         logs.append(f)
-                elif is_scope_stats(f) and f.is_file():
+                elif (is_scope_stats(f) or is_scope_stats_archive(f)) and f.is_file():
                     found.append(f)
             found.sort(key=sort_key)
             if not found:
@@ -177,7 +187,7 @@ def find_inputs(paths: list[str]) -> Inputs:
                     seen.add(key)
                     out.logs.append(log)
         elif p.is_file():
-            if is_scope_stats(p) or p.suffix == ".jsonl":
+            if is_scope_stats(p) or p.suffix == ".jsonl" or p.suffix in COMPRESSED:
                 found = [p]
             else:
                 looks_json, empty = _sniff(p)

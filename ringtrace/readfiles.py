@@ -5,8 +5,14 @@ Used by ``summary``, ``check`` and ``convert``.  Blocking I/O is fine here: noth
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import gzip
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
+
+import zstandard
 
 from ringtrace.diagnose import Thresholds
 from ringtrace.layout import source_labels
@@ -15,6 +21,28 @@ from ringtrace.run import Run
 from ringtrace.sinks import FanOut
 
 CHUNK = 1 << 20
+_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+
+
+class Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+@contextmanager
+def open_input(path: Path) -> Iterator[Readable]:
+    """``path`` for reading, decompressed when it is gzip or zstd (told by its first bytes, whatever its
+    name: the runtime's files are often compressed when kept).  Raises OSError."""
+    with path.open("rb") as raw:
+        magic = raw.read(4)
+        raw.seek(0)
+        if magic.startswith(_GZIP):
+            with gzip.GzipFile(fileobj=raw) as gz:
+                yield gz
+        elif magic == _ZSTD:
+            with zstandard.ZstdDecompressor().stream_reader(raw) as zs:
+                yield zs
+        else:
+            yield raw
 
 
 def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
@@ -34,13 +62,14 @@ def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
         run = Run(Source(str(path), source_labels(path)), thresholds, seen_at,
                   host_log=host_logs.get(path) if host_logs else None)
         try:
-            with path.open("rb") as fh:
+            with open_input(path) as fh:
                 while chunk := fh.read(CHUNK):
                     sinks.receive_all(run.feed(chunk))
                     if progress is not None:
                         progress(len(chunk))
-        except OSError as err:
-            errors.append(f"{path}: cannot read: {err.strerror or err}")
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as err:  # a cut or corrupt archive too
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
+            errors.append(f"{path}: cannot read: {why}")
             sinks.receive_all(run.finish("eof"))
             continue
         sinks.receive_all(run.finish("eof"))

@@ -226,8 +226,62 @@ def test_whole_file_of_garbage_is_unreadable(cli: Any, write_jsonl: WriteJsonl) 
     path = write_jsonl([b"\x7fELF\x02\x01\x01\x00\x00\x00", b"\x00\x00\xff" * 50])
     r = cli("summary", "--format", "json", path)
     assert r.code == 2
-    assert f"{path}:1: error: " in r.err and f"{path}:2: error: " in r.err
-    assert r.file()["parse_errors"] == 2
+    # one line naming the file and what it is, not an error per line
+    assert r.err.strip().splitlines() == [f"ringtrace: {path}:1: error: not a scope_stats file: its first line is "
+                                          "binary data, not JSON"]
+    assert r.file()["parse_errors"] == 1
+    table = cli("summary", path)
+    assert table.code == 2 and table.out.strip() == ""  # nothing repeated on stdout
+
+
+@pytest.mark.parametrize(("first", "second", "what"), [
+    (b'{"version": "x", "foo": 1}', b"", 'its first line\'s "version" is not an integer'),
+    (b"[1, 2, 3]", b"", "its first line is not a JSON object"),
+    (b'{"name": "something else"}', b'{"another": "object"}', 'its first line has no "version"'),
+    (b"hello world", b"more text", "its first line is not JSON"),
+])
+def test_a_file_of_something_else_says_what_it_is(cli: Any, write_jsonl: WriteJsonl, first: bytes, second: bytes,
+                                                   what: str) -> None:
+    path = write_jsonl([first, second] if second else [first])
+    r = cli("summary", path)
+    assert r.code == 2 and r.out.strip() == ""
+    assert r.err.strip().splitlines() == [f"ringtrace: {path}:1: error: not a scope_stats file: {what}"]
+
+
+def test_a_bad_metadata_line_before_records_is_still_one_error_and_the_records_count(
+        cli: Any, write_jsonl: WriteJsonl) -> None:
+    path = write_jsonl([b"{garbage", *good_after(1)])
+    r = cli("summary", "--format", "json", path)
+    assert f"{path}:1: error: metadata line: invalid JSON" in r.err
+    assert r.file()["parse_errors"] == 1 and r.file()["records"] == len(good_after(1))
+
+
+def test_compressed_files_are_read_transparently(cli: Any, write_jsonl: WriteJsonl, tmp_path: Path) -> None:
+    import gzip
+
+    import zstandard
+
+    plain = Path(write_jsonl([meta(total=2), *good_after(2)]))
+    data = plain.read_bytes()
+    gz = tmp_path / "kept" / "run_gz" / "scope_stats" / "scope_stats.jsonl.gz"
+    zst = tmp_path / "kept" / "run_zst" / "scope_stats" / "scope_stats.jsonl.zst"
+    for p, body in ((gz, gzip.compress(data)), (zst, zstandard.ZstdCompressor().compress(data))):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(body)
+    want = cli("summary", "--format", "json", str(plain)).file()
+    for p in (gz, zst):
+        got = cli("summary", "--format", "json", str(p)).file()
+        assert {k: v for k, v in got.items() if k not in ("path", "labels", "advice")} == \
+            {k: v for k, v in want.items() if k not in ("path", "labels", "advice")}
+        assert [{k: v for k, v in a.items() if k != "reason"} for a in got["advice"]] == \
+            [{k: v for k, v in a.items() if k != "reason"} for a in want["advice"]]  # reasons name the run
+    both = cli("summary", "--format", "json", str(tmp_path / "kept"))  # found by a directory walk too
+    assert both.code == 0 and len(json.loads(both.out)["files"]) == 2
+    cut = tmp_path / "cut" / "scope_stats" / "scope_stats.jsonl.gz"
+    cut.parent.mkdir(parents=True)
+    cut.write_bytes(gzip.compress(data)[:40])
+    r = cli("summary", str(cut))
+    assert r.code == 2 and f"{cut}: cannot read: " in r.err
 
 
 def test_unsupported_old_version_is_unreadable(cli: Any, write_jsonl: WriteJsonl) -> None:

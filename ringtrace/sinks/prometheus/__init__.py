@@ -450,8 +450,8 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
     if log is not None and log.failed:  # the latched code: the orchestrator's, else the scheduler's
         code = log.latched_code or log.fatal_code
         name = log.latched_name if log.latched_code else error_name(code)
-        ring = "" if log.ring is None else str(log.ring)  # the deadlock report's ring ("" where it names none)
-        yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or "", ring], 1
+        where = "" if log.ring is None else str(log.ring)  # the deadlock report's ring ("" where it names none)
+        yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or "", where], 1
 
 
 def run_families(views: Iterable[RunView]) -> list[Metric]:
