@@ -33,7 +33,7 @@ from ringtrace.hostlog import is_log_only
 from ringtrace.layout import find_inputs
 from ringtrace.readfiles import read_files
 from ringtrace.records import RESOURCES, RunFinished
-from ringtrace.sinks import FanOut, Sink
+from ringtrace.sinks import FanOut, Sink, ringtrace_version
 from ringtrace.sinks.summary import SummarySink, render_run
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
@@ -54,26 +54,82 @@ def _add_host_log(p: argparse.ArgumentParser) -> None:
                         "allowed): confirms the error code, reports a failed run that left no scope_stats file")
 
 
+HELP: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "summary": ("Per file: per-ring peaks (high water, live at exit, largest scope), peak sites, wedged scopes, "
+                "findings and advice.  A run folder's host.log is read too.",
+                ("ringtrace summary build_output/", "ringtrace summary --format json outputs/ > runs.json"),
+                "0 read; 2 usage error or unreadable input"),
+    "check": ("CI gate over the same reading as summary.",
+              ("ringtrace check build_output/ --max-ratio 0.9",
+               "ringtrace check outputs/ --expect task_window=16,heap=(0,0,2G,0)"),
+              "0 every ring under the limit and nothing failed, wedged or fatal; 1 something failed the gate; "
+              "2 usage error or unreadable input"),
+    "watch": ("Follow scope_stats files across build trees as they are written, and export each run.",
+              ("ringtrace watch build_output/ --metrics-addr 0.0.0.0:9464 --state-dir /var/lib/ringtrace",
+               "ringtrace watch outputs/ --once --events runs.jsonl"),
+              "0 stopped by SIGINT/SIGTERM or --once done; 2 usage error or an output that cannot be set up"),
+    "convert": ("Scope timelines of one or more runs as one Perfetto trace and/or OTLP spans.",
+                ("ringtrace convert build_output/ -o run.pftrace",
+                 "ringtrace convert outputs/ --otlp-endpoint http://127.0.0.1:4317"),
+                "0 written; 1 spans failed to reach the OTLP endpoint; 2 usage error or unreadable input"),
+    "report": ("One self-contained HTML page (opens offline): each run's verdict and the advice first, then "
+               "per ring and resource the occupancy with its capacity, peak sites and the wedged scope.",
+               ("ringtrace report outputs/TestX_20261201_101500/", "ringtrace report build_output/ -o cluster.html"),
+               "0 written; 2 usage error, unreadable input or the page cannot be written"),
+    "demo": ("Simulate the runtime writing build trees live and follow them with every output.",
+             ("ringtrace demo", "ringtrace demo --serve --metrics-addr 127.0.0.1:9464"),
+             "0 done; 1 a simulated run was not followed to its end; 2 an output cannot be set up"),
+    "advise": ("Ring sizes from every run of a program: what the runs prove, the recommendation, or the next "
+               "measurement run as a complete RunConfig.",
+               ("ringtrace advise outputs/", "ringtrace advise --format json build_output/ | jq .programs"),
+               "0 advised; 2 usage error or unreadable input"),
+    "diff": ("What changed between two runs (files, or trees whose sources are matched by labels).",
+             ("ringtrace diff before/ after/", "ringtrace diff a.jsonl b.jsonl --fail-on-regression 0.05"),
+             "0 compared; 1 a ratio grew by more than --fail-on-regression; 2 usage error or unreadable input"),
+}
+"""Each command's description, examples and exit codes (its ``--help``)."""
+
+
+def command(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` has its description, examples and exit codes."""
+    description, examples, codes = HELP[name]
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) + f"\n\nexit codes: {codes}"
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=description, epilog=epilog,
+                                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    return p
+
+
+def shared_options(p: argparse.ArgumentParser) -> None:
+    """The flags every command takes, after its own in ``--help``."""
+    g = p.add_argument_group("shared options")
+    g.add_argument("--log-level", choices=config_mod.literal_choices("log_level"), help="default warning")
+    g.add_argument("--config", metavar="FILE",
+                   help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
+    g.add_argument("--log-format", choices=config_mod.literal_choices("log_format"), help="text (default) or json")
+    g.add_argument("--near", type=float, help="share of capacity that counts as near capacity, (0, 1] (default 0.8)")
+    g.add_argument("--idle", type=float, help="share under which a ring counts as idle, (0, 1] (default 0.05)")
+    g.add_argument("--wedge", type=float,
+                   help="a wedge is blamed on a resource at least this full at the last sample, (0, 1] (default 0.5)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ringtrace", description="Read the simpler runtime's scope_stats files.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", choices=config_mod.literal_choices("log_level"), help="default warning")
-    common.add_argument("--config", metavar="FILE",
-                        help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
-    common.add_argument("--log-format", choices=config_mod.literal_choices("log_format"), help="text (default) or json")
-    common.add_argument("--near", type=float, help="ratio of capacity that counts as near capacity (default 0.8)")
-    common.add_argument("--idle", type=float, help="ratio under which a ring counts as idle (default 0.05)")
-    common.add_argument("--wedge", type=float,
-                        help="a wedge is blamed on a resource at least this full at the last sample (default 0.5)")
+    parser = argparse.ArgumentParser(
+        prog="ringtrace", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Read the simpler runtime's scope_stats files (and its host logs): per-ring peaks, wedged "
+                    "scopes, ring sizing, Perfetto traces, OpenTelemetry spans, Prometheus metrics.",
+        epilog="examples:\n  ringtrace summary build_output/\n  ringtrace advise outputs/\n"
+               "  ringtrace watch build_output/ --metrics-addr 0.0.0.0:9464\n\n"
+               "'ringtrace COMMAND --help' has each command's options, examples and exit codes.")
+    parser.add_argument("--version", action="version", version=f"ringtrace {ringtrace_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("summary", parents=[common], help="per-ring peaks, wedged scopes and findings per file")
+    p = command(sub, "summary", "per-ring peaks, wedged scopes and findings per file")
     _add_paths(p)
     p.add_argument("--format", choices=config_mod.literal_choices("format"), help="table (default) or json")
     tuning_cli.add_details(p)
 
-    p = sub.add_parser("check", parents=[common],
-                       help="CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
+    shared_options(p)
+    p = command(sub, "check", "CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
     _add_paths(p)
     p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
@@ -82,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ring sizes the run must have used, e.g. task_window=16,heap=(0,0,2G,0) (0: compile "
                         "default); compared with the metadata and the host log's 'Ring buffer sizes'")
 
-    p = sub.add_parser("watch", parents=[common],
-                       help="follow scope_stats files across build trees as they are written")
+    shared_options(p)
+    p = command(sub, "watch", "follow scope_stats files across build trees as they are written")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (searched recursively) or globs")
     p.add_argument("--once", action="store_true", default=None,
                    help="read what exists now, finish it, flush sinks and exit")
@@ -104,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proto (default) or chrome-json")
     _add_otlp(p)
 
-    p = sub.add_parser("convert", parents=[common], help="scope timelines as a Perfetto trace and/or OTLP spans")
+    shared_options(p)
+    p = command(sub, "convert", "scope timelines as a Perfetto trace and/or OTLP spans")
     p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories (all into one trace)")
     _add_host_log(p)
     p.add_argument("-o", "--output", metavar="FILE", help="the Perfetto trace to write (e.g. run.pftrace)")
@@ -112,14 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proto (native TrackEvent, default) or chrome-json (small traces)")
     _add_otlp(p)
 
-    p = sub.add_parser("report", parents=[common],
-                       help="one self-contained HTML page of runs (opens offline): verdict and advice first")
+    shared_options(p)
+    p = command(sub, "report", "one self-contained HTML page of runs (opens offline): verdict and advice first")
     _add_paths(p)
     p.add_argument("-o", "--output", metavar="FILE", default="ringtrace-report.html",
                    help="the HTML file to write (default ringtrace-report.html)")
     p.add_argument("--headroom", type=float, help="share added over the need in the advice (default 0.1)")
 
-    p = sub.add_parser("demo", parents=[common], help="simulate the runtime writing build trees live, and follow them")
+    shared_options(p)
+    p = command(sub, "demo", "simulate the runtime writing build trees live, and follow them")
     p.add_argument("--dir", default="", help="where to write the build tree (default: a new temporary folder)")
     p.add_argument("--pace", type=float, default=0.15, help="seconds between the simulated writer's steps")
     p.add_argument("--serve", action="store_true", help="keep serving metrics after the demo, until Ctrl-C")
@@ -128,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=5.0, help="finish a run unchanged for this long")
     p.add_argument("--perfetto-dir", metavar="DIR", help="one Perfetto trace per run (default: DIR/traces)")
     _add_otlp(p)
-    tuning_cli.add_parsers(sub, common)
+    shared_options(p)
+    tuning_cli.add_parsers(sub, command, shared_options)
     return parser
 
 

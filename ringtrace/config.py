@@ -156,9 +156,11 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
     for name in FLOAT_FIELDS:
         if not math.isfinite(getattr(cfg, name)):
             raise bad(name, "expected a finite number")
-    for name in ("near", "idle", "wedge", "max_ratio"):
-        if not 0 < getattr(cfg, name) <= 10:
-            raise bad(name, "expected a ratio of capacity above 0 (e.g. 0.8)")
+    for name in ("near", "idle", "wedge"):
+        if not 0 < getattr(cfg, name) <= 1:
+            raise bad(name, "expected a share of capacity in (0, 1], e.g. 0.8")
+    if not 0 < cfg.max_ratio <= 10:  # high water is an upper bound that can pass 1 (a streaming scope)
+        raise bad("max_ratio", "expected a ratio of capacity in (0, 10], e.g. 0.8 (high water can pass 1)")
     for name in SECONDS_FIELDS:
         if not 0 < getattr(cfg, name) <= MAX_SECONDS:
             raise bad(name, f"expected a positive number of seconds, at most {MAX_SECONDS} (a year)")

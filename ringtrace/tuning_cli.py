@@ -33,10 +33,9 @@ from ringtrace.records import Advice, Finding, RingSide, RunAdvice, RunFinished,
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``advise`` and ``diff`` subcommands."""
-    p = sub.add_parser("advise", parents=[common],
-                       help="ring sizes from runs' records: what they prove, a recommendation or the next measurement")
+def add_parsers(sub: Any, command: Any, shared: Any) -> None:
+    """The ``advise`` and ``diff`` subcommands (``command`` makes one, ``shared`` adds the shared flags)."""
+    p = command(sub, "advise", "ring sizes from every run of a program: the proof, the answer or the next run")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="scope_stats files, host logs or directories to search: every run of a program is evidence")
     p.add_argument("--headroom", type=float, help="share added over the need (default 0.1)")
@@ -46,12 +45,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--host-log", action="append", dest="host_logs", default=[], metavar="FILE",
                    help="the runtime's host log of a run (repeatable, globs allowed): its deadlock report says "
                         "which resource was short")
-    p = sub.add_parser("diff", parents=[common],
-                       help="what changed between two runs (files or trees matched by labels)")
+    shared(p)
+    p = command(sub, "diff", "what changed between two runs (files or trees matched by labels)")
     p.add_argument("paths", nargs=2, metavar="PATH", help="A (before) and B (after): files or directories")
     p.add_argument("--format", choices=("table", "json"), help="table (default) or json")
     p.add_argument("--fail-on-regression", type=float, metavar="RATIO",
                    help="exit 1 when any ratio grew by more than RATIO (e.g. 0.05)")
+    shared(p)
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:

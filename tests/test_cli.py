@@ -421,3 +421,18 @@ def test_a_reader_that_stops_early_gets_exit_141_and_no_traceback(tmp_path: Path
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err
+
+
+def test_version_and_help_say_what_each_command_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringtrace.cli import HELP
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("ringtrace ")
+    for name, (description, examples, codes) in HELP.items():
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = capsys.readouterr().out
+        assert description in text and all(e in text for e in examples) and f"exit codes: {codes}" in text
+        own, shared = text.index("options:"), text.index("shared options:")
+        assert own < shared, name  # the command's own flags first

@@ -70,3 +70,12 @@ def test_cli_reports_invalid_setting_with_exit_2(capsys: pytest.CaptureFixture[s
     monkeypatch.setenv("RINGTRACE_MAX_RATIO", "-3")
     assert main(["check", str(tmp_path)]) == 2
     assert "RINGTRACE_MAX_RATIO" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--near", "--idle", "--wedge"])
+@pytest.mark.parametrize("value", ["5", "0", "-0.1", "1.01"])
+def test_shares_of_capacity_outside_0_1_are_refused_with_the_range(flag: str, value: str) -> None:
+    from ringtrace.config import ConfigError, build
+
+    with pytest.raises(ConfigError, match=r"\(0, 1\]"):
+        build({flag.lstrip("-"): float(value)})
