@@ -107,6 +107,24 @@ def recognised(parts: Sequence[HostLog]) -> bool:
                or any(pr.reason == "malformed_host_log" for pr in p.problems) for p in parts)
 
 
+def binary(path: Path) -> bool:
+    """The file's first 64 KiB hold a NUL byte or are not UTF-8: no log a runtime writes (an executable,
+    an archive, an image).  A file that cannot be read is not called binary (reading it says why)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64 << 10)
+    except OSError:
+        return False
+    if b"\x00" in head:
+        return True
+    cut = head.rfind(b"\n") + 1 if len(head) == 64 << 10 else len(head)  # a character may be cut at the end
+    try:
+        head[:cut or len(head)].decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
 def run_folder_logs(file: Path) -> list[Path]:
     """The ``*.log`` files directly in ``file``'s run folder (``run_root``) and directly in the folder
     holding its ``scope_stats/`` folder, sorted, each once."""
@@ -243,6 +261,9 @@ def plan_for_read(patterns: Sequence[str], paths: Sequence[str], found: Inputs) 
     seen: set[Path] = set()
     for path in named:
         parts = _read(path, None, plan.errors)
+        if parts is not None and not recognised(parts) and binary(path):
+            plan.errors.append(f"--host-log {utf8(str(path))}: not a host log (binary data, not the runtime's log)")
+            continue
         if parts is not None:
             seen.add(path.resolve())
             logs.append(LogFile(path, parts, True))
@@ -265,6 +286,9 @@ def plan_for_read(patterns: Sequence[str], paths: Sequence[str], found: Inputs) 
             continue
         seen.add(path.resolve())
         parts = _read(path, MAX_LOG_BYTES, plan.notes)  # a log nobody named: unreadable is a note, not an error
+        if parts is not None and not recognised(parts) and binary(path):
+            plan.notes.append(f"{utf8(str(path))}: not a host log (binary data): not read")
+            continue
         if parts is not None and (path.name == HOST_LOG_NAME or recognised(parts)):
             logs.append(LogFile(path, parts, False))
     used = _use(plan, logs, files)

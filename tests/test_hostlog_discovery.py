@@ -380,3 +380,18 @@ def test_generated_file_and_log_in_one_folder_pair(cli: Any, tmp_path: Path) -> 
     log.write_text(log.read_text().replace("size=8192", "size=8191"))
     f, lone = cli("summary", "--format", "json", run).files()
     assert f["host_log"] is None and lone["host_log"]["deadlock"]["heap_size"] == 8191
+
+
+def test_a_binary_file_given_as_host_log_is_not_a_host_log(tmp_path: Path) -> None:
+    from ringtrace.cli import main
+
+    run = tmp_path / "outputs" / "x_20261201_000000" / "scope_stats"
+    run.mkdir(parents=True)
+    (run / "scope_stats.jsonl").write_text('{"version": 6, "fatal": false, "dropped": 0, "total": 0, '
+                                           '"task_window_max": [16, 16, 16, 16], "heap_max": [1024, 1024, 1024, 1024], '
+                                           '"dep_pool_max": [16, 16, 16, 16], "tensormap_max": 64}\n')
+    blob = tmp_path / "core.log"
+    blob.write_bytes(bytes(range(256)) * 40)
+    assert main(["check", str(run.parent), "--host-log", str(blob)]) == 2  # was: exit 0, "no failure reported"
+    (run.parent / "host.log").write_bytes(b"\x7fELF\x00\x01" * 100)  # a binary log found in the run folder
+    assert main(["check", str(run.parent)]) == 0  # a note, the run itself passes
