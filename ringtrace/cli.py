@@ -281,11 +281,11 @@ def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
     """Why ``fin`` fails the gate (empty when it passes)."""
     s = fin.summary
     out: list[str] = []
-    for p in s.peaks:
-        ratio = p.high_water_ratio
+    for p in s.peaks:  # what is held at a scope exit, as summary's findings judge it (README, "One verdict")
+        ratio = p.live_at_exit_ratio
         if p.scopes and p.resource in cfg.resources and ratio is not None and ratio > cfg.max_ratio:
-            out.append(f"ring {p.ring} {p.resource} at {100 * ratio:.1f}% of capacity "
-                       f"(limit {100 * cfg.max_ratio:.0f}%), peak at {p.high_water_site}")
+            out.append(f"ring {p.ring} {p.resource}: {100 * ratio:.1f}% of capacity still held when scope "
+                       f"{p.live_at_exit_site} exits (limit {100 * cfg.max_ratio:.0f}%)")
     if s.wedged:
         w = s.wedged[-1]
         out.append(f"wedged in {w.site} (depth {w.depth}, ring {w.ring}, line {w.line})")
@@ -302,9 +302,10 @@ def cmd_check(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
-    tuning_cli.glance(out, summary.finished, True)  # then every source's line: each is one line already
+    verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect) for fin in summary.finished}
+    tuning_cli.glance(out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # then a line each
     for fin in summary.finished:
-        reasons = check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect)
+        reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)
         # without its metadata line (fatal flag, capacities) a file cannot be assessed: never "ok"
         unassessed = _unreadable(fin) or (fin.summary.meta is None and not is_log_only(fin))
@@ -462,7 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
-    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    # a terminal (or COLUMNS) sets the width; a pipe or file gets 160 columns
+    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
     try:
         cfg = _config(args)
     except ConfigError as e:

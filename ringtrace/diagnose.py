@@ -148,14 +148,14 @@ def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
                 f"ring deadlocks. Split the scope, shrink its intermediates, or raise ring_{p.resource}",
                 p.ring, p.resource, p.alloc_site))
         elif live_r >= th.near and hw_r > 1.0:
-            # high_water > capacity proves the tail moved inside that scope: reclaim works; a ring
-            # reclaims only when the allocator has to wait, so a tight ring is nearly full at exits
+            # high_water > capacity proves the tail moved inside that scope: reclaim works; but what is
+            # still held at an exit is what a longer run adds to: no headroom is a warning, never fine
             out.append(Finding(
-                "streaming", "info",
-                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is held when scope "
-                f"{p.live_at_exit_site} exits, but scope {p.high_water_site} reached {_pct(hw_r)} of capacity, so "
-                "reclaim keeps up: a tight ring that streams (reclaim runs only when the allocator has to wait). "
-                "Fine, with no headroom left",
+                "no_headroom", "warning",
+                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
+                f"scope {p.live_at_exit_site} exits; reclaim keeps up (scope {p.high_water_site} reached "
+                f"{_pct(hw_r)} of capacity) but there is no headroom left: a longer run (a longer sequence, more "
+                f"layers) needs more. Raise ring_{p.resource} or cut what stays live",
                 p.ring, p.resource, p.live_at_exit_site))
         elif live_r >= th.near:
             out.append(Finding(

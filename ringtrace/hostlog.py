@@ -37,6 +37,7 @@ from pathlib import PurePath
 
 import msgspec
 
+from ringtrace.advise import advise
 from ringtrace.diagnose import Thresholds, diagnose
 from ringtrace.layout import labels_for
 from ringtrace.records import (
@@ -186,6 +187,19 @@ class HostLogParser:
             self._raw(data[pos:min(nl, pos + MAX_LINE)])
             pos = nl + 1
         self._take(data[max(pos, end):])
+
+    def skip(self, nbytes: int) -> None:
+        """The caller leaves out the log's next ``nbytes`` bytes (the middle of a log over the reader's cap).
+
+        A held-back partial line and an open ``FATAL:`` block end here; the bytes fed next up to their
+        first newline (the rest of a cut line) are dropped; a ``skipped`` warning says what was left out.
+        Line numbers after it count only the lines read."""
+        self._pending.clear()
+        self._block = None
+        self._skipping = True
+        self._problem("skipped", f"{nbytes} bytes after line {self.lines} were not read (the log is over the "
+                      "reader's cap): a failure reported there is missed; later line numbers count only the "
+                      "lines read", "warning")
 
     def feed_line(self, line: bytes | str) -> None:
         """One complete line (without its newline)."""
@@ -493,8 +507,10 @@ def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = 
     dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
     summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
     source = Source("", Labels(lab.run, rank, dispatch))
+    advice = advise(summary, labels=source.labels, host_log=log)  # what the log alone proves, and the next run
     return (RunStarted(source, None),
-            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log, key=key))
+            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log,
+                        advice=advice, key=key))
 
 
 def is_log_only(fin: RunFinished) -> bool:

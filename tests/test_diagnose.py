@@ -222,15 +222,16 @@ def test_scope_streaming_more_than_the_ring_through_children_is_not_near_capacit
     assert fs["deep_nesting:3:heap"].severity == "warning"  # ring 3 reached 293% high water through the clamp
 
 
-def test_tight_ring_that_streams_is_not_called_pinned() -> None:
-    """The PagedAttention 'tight' sample: 15 of 16 slots held at exits, but scopes reached 119%."""
+def test_tight_ring_that_streams_is_not_called_pinned_but_has_no_headroom() -> None:
+    """The PagedAttention 'tight' sample: 15 of 16 slots held at exits, but scopes reached 119%: reclaim
+    keeps up, yet what stays held is what a longer run adds to (a warning, never 'fine')."""
     data = (SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/"
             "scope_stats.jsonl").read_bytes()
     fin = finish(data)
     assert "pinned" not in [f.rule for f in fin.findings]
     tw = next(f for f in fin.findings if f.ring == 2 and f.resource == "task_window")
-    assert tw.rule == "streaming" and tw.severity == "info"
-    assert "15 of 16 (94%)" in tw.message and "119%" in tw.message
+    assert tw.rule == "no_headroom" and tw.severity == "warning"
+    assert "15 of 16 (94%)" in tw.message and "119%" in tw.message and "Fine" not in tw.message
 
 
 def test_auto_scope_collapse_when_one_ring_carries_the_load() -> None:
@@ -380,4 +381,4 @@ def test_zero_capacities_of_the_host_built_graph_runtime_are_unknown_not_full(wr
     path = write_jsonl(lines)
     assert main(["check", "--max-ratio", "0.1", str(path)]) == 1  # the heap (15%) fails the gate, the window cannot
     out = capsys.readouterr().out
-    assert "FAIL" in out and "ring 0 heap at 14.6%" in out and "task_window" not in out
+    assert "FAIL" in out and "ring 0 heap: 14.6% of capacity still held" in out and "task_window" not in out

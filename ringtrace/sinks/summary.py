@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -110,6 +111,11 @@ class SummarySink:
         return {"files": [file_object(f) for f in self.finished]}
 
 
+def _sentence(console: Console, text: Text) -> None:
+    """A finding or note: indented two columns and wrapped at the console's width (not 300 wide)."""
+    console.print(Padding(text, (0, 0, 0, 2), expand=False), soft_wrap=False, highlight=False)
+
+
 def render_run(console: Console, fin: RunFinished) -> None:
     """One run as a header, a per-ring table, wedged scopes and findings."""
     s, meta = fin.summary, fin.summary.meta
@@ -123,17 +129,18 @@ def render_run(console: Console, fin: RunFinished) -> None:
     if records:
         head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
                  f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
-    if log is not None:
+    console.print(head)
+    if log is not None:  # sentences: wrapped at the console's width
         said = describe_log(log) if log.failed else "no failure reported"
-        head += f"\n  host log {escape(log.path)}: {escape(said)}"
+        _sentence(console, Text(f"host log {log.path}: {said}"))
         if log.ring_sizes is not None:
             rs = log.ring_sizes
-            head += escape(f"\n  host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
-                           f"dep_pool={list(rs.dep_pool)}")
-    console.print(head)
+            _sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
+                                    f"dep_pool={list(rs.dep_pool)}"))
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("ring", "resource", "capacity", "high water", "use", "live at exit", "largest alloc", "peak site"):
-        table.add_column(col, justify="left" if col in ("resource", "peak site") else "right")
+        table.add_column(col, justify="left" if col in ("resource", "peak site") else "right",
+                         overflow="fold")  # a narrow terminal wraps a site, never cuts its line number
     for p in s.peaks:
         if not p.scopes:
             continue
@@ -153,8 +160,9 @@ def render_run(console: Console, fin: RunFinished) -> None:
         for w in s.wedged:
             console.print(f"    line {w.line}: {w.site}  depth {w.depth}  ring {w.ring}", markup=False)
     for f in fin.findings:
-        console.print(f"  [{_STYLE[f.severity]}]{f.severity}[/] {f.rule}: ", end="")
-        console.print(f.message, markup=False, highlight=False)
+        line = Text(f.severity, style=_STYLE[f.severity])
+        line.append(f" {f.rule}: {f.message}")
+        _sentence(console, line)
     shown = fin.problems[:10]
     for prob in shown:
         console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
