@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiofiles
 import watchfiles
@@ -40,10 +40,15 @@ from ringtrace.config import Config
 from ringtrace.records import RunFinished, SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
-from ringtrace.tail.follower import SLICE, Follower
+from ringtrace.tail.follower import SLICE, Follower, Slice
 from ringtrace.tail.hostlogs import HostLogFinder
 from ringtrace.tail.inotify import TreeWatcher
 from ringtrace.tail.tailer import Tailer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from prometheus_client.registry import Collector
 
 log = logging.getLogger("ringtrace.app")
 _T = TypeVar("_T")
@@ -97,6 +102,10 @@ def _nonblocking(path: str, flags: int) -> int:
 
 class App:
     """One watch process.  Construct, then ``await run()``; ``stop()`` may be called from the loop."""
+
+    tree: TreeWatcher | None = None
+    """The inotify watcher while one runs (its counts stay readable after it stops)."""
+    _rewatch_due = False  # the watcher walks the whole tree again before it waits for the next event
 
     def __init__(self, cfg: Config, roots: list[str], fanout: FanOut, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -194,7 +203,7 @@ class App:
         tailer = self.tailer
         try:
             await self._call(tailer.discover, self.clock(), self.wall())
-            self._update_watch_points()
+            await self._update_watch_points()
             if not self.cfg.once:  # ready once the watch runs: a file written from now on sends an event
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(10):
@@ -212,19 +221,19 @@ class App:
                 if self._stopping.is_set():
                     break
                 now = self.clock()
-                self._take_dirty()
+                await self._take_dirty()
                 if self.polling:
                     tailer.poll_active()
                 if now >= next_rescan or self._rescan_now:
                     self._rescan_now = False
                     next_rescan = now + self.cfg.rescan_interval
                     await self._call(tailer.discover, now, self.wall())
-                    self._update_watch_points()
+                    await self._update_watch_points()
                     await self._save_state()
                 await self._call(tailer.tick, self.clock())
             if self.cfg.once:
                 await self._call(tailer.finish_all, "eof")
-                await self._call(tailer.log_only_runs, self.wall(), True)
+                await self._call(tailer.log_only_runs, self.clock(), True)
             elif self.state_dir is None:  # no later run: what was read is reported, as ``shutdown``
                 await self._call(tailer.finish_all, "shutdown")
             # with --state-dir an open run is read whole after the restart: no partial is emitted now
@@ -232,17 +241,19 @@ class App:
             self.ready = False
             await self._queue.put(None)  # the sink worker saves the state once everything is delivered
 
-    def _take_dirty(self) -> None:
+    async def _take_dirty(self) -> None:
+        """Hand the paths the watcher reported to the tailer, on the reader thread (lstat, walks of new
+        directories)."""
         if self._dirty:
             dirty, self._dirty = self._dirty, set()
-            self.tailer.changed(dirty)
+            await self._on_reader(self.tailer.changed, dirty)
 
     async def _drain(self) -> None:
         """Read every due file, a slice at a time, until none is due or the app stops."""
         tailer = self.tailer
         next_tick = self.clock() + TICK_SECONDS
         while not self._stopping.is_set():
-            self._take_dirty()  # live files jump the backlog
+            await self._take_dirty()  # live files jump the backlog
             due = tailer.next_due()
             if due is None:
                 return
@@ -254,12 +265,14 @@ class App:
                 await self._call(tailer.tick, self.clock())
 
     async def _read_slice(self, f: Follower) -> bool:
-        """Look at ``f`` once: at most one slice read; returns whether more is due.  A fault stays with the file."""
+        """Look at ``f`` once: at most one slice read; returns whether more is due.  A fault stays with the file.
+
+        Every step that touches the file runs on the reader thread: the reads (aiofiles), and ``look``,
+        ``take`` and ``vanished``, which may finish a run and so read its host log (seconds for a big one)."""
         held = 0
         try:
             async with aiofiles.open(f.path, "rb", buffering=0, opener=_nonblocking, executor=self._reader_pool) as fh:
-                st = os.fstat(fh.fileno())
-                events, want = f.look(st, self.clock(), self.wall())
+                st, events, want = await self._on_reader(self._look, f, fh.fileno())
                 await self._emit(events)
                 if want is None:
                     return False
@@ -273,7 +286,7 @@ class App:
                 data = await fh.read(want.length)
             events, more = await self._on_reader(f.take, want, head, data, self.clock(), st)
         except FileNotFoundError:
-            await self._emit(self.tailer.vanished(f), held)
+            await self._emit(await self._on_reader(self._vanished, f), held)
             return False
         except Exception as err:  # EIO, EACCES, a FIFO or directory in the file's place, a decoder bug...
             if held:
@@ -283,12 +296,68 @@ class App:
         await self._emit(events, held)
         return more
 
-    def _update_watch_points(self) -> None:
-        points = self.tailer.watch_points()
+    def _look(self, f: Follower, fd: int) -> tuple[os.stat_result, list[SinkEvent], Slice | None]:
+        """On the reader thread: fstat the open file and ``look`` (which may end a rewritten run)."""
+        st = os.fstat(fd)
+        events, want = f.look(st, self.clock(), self.wall())
+        return st, events, want
+
+    def _vanished(self, f: Follower) -> list[SinkEvent]:
+        """On the reader thread: ``f``'s path is gone.  When its directory is gone too (a directory
+        renamed or removed) the verdict waits for the next rescan: a rename's events make the tailer
+        follow the file at its new path meanwhile, so a renamed run is not ended as ``deleted``."""
+        if not os.path.isdir(f.path.parent):
+            return []
+        return self.tailer.vanished(f)
+
+    async def _update_watch_points(self) -> None:
+        """After a scan: the directories to watch (computed on the reader thread: it stats the roots).
+        At the watch limit the watcher also walks the tree again, for watches freed meanwhile."""
+        points = await self._on_reader(self.tailer.watch_points)
         if points != self._watch_points:
             self._watch_points = points
             self._watching.clear()
             self._watch_changed.set()
+        if self.tree is not None and self.tree.degraded:
+            self._rewatch_due = True
+            self._watch_changed.set()
+
+    def watch_counts(self) -> dict[str, int]:
+        """The file-system watcher's counts for the metrics (empty when polling): called by the metrics
+        render thread (plain ints)."""
+        tree = self.tree
+        if tree is None:
+            return {}
+        return {"inotify_watches": tree.watched, "inotify_unwatched": tree.unwatched,
+                "inotify_rewatched": tree.rewatched, "inotify_overflows": tree.overflows}
+
+    def watch_collector(self) -> Collector:
+        """:meth:`watch_counts` as Prometheus families, read at each scrape (for the Prometheus sink's
+        ``register``): ``ringtrace_inotify_watches``, ``ringtrace_inotify_unwatched_directories``,
+        ``ringtrace_inotify_rewatched_total``, ``ringtrace_inotify_overflows_total``; none while polling."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+        from prometheus_client.registry import Collector as Base
+
+        counts = self.watch_counts
+
+        class WatchCollector(Base):
+            def collect(self) -> Iterator[Metric]:
+                c = counts()
+                if not c:
+                    return
+                yield GaugeMetricFamily("ringtrace_inotify_watches", "Directories with an inotify watch right now.",
+                                        value=c["inotify_watches"])
+                yield GaugeMetricFamily("ringtrace_inotify_unwatched_directories", "Directories the watcher found "
+                                        "but could not watch (the watch limit, permissions): changes there are "
+                                        "seen at rescans only.", value=c["inotify_unwatched"])
+                yield CounterMetricFamily("ringtrace_inotify_rewatched", "Directories without a watch that got one "
+                                          "from a walk of the whole tree: after an inotify queue overflow (which "
+                                          "lost their creation), and at rescans while at the watch limit.",
+                                          value=c["inotify_rewatched"])
+                yield CounterMetricFamily("ringtrace_inotify_overflows", "inotify queue overflows (events lost; "
+                                          "the tree is walked again and rescanned).", value=c["inotify_overflows"])
+
+        return WatchCollector()
 
     async def _saver(self) -> None:
         """Save the state soon after the sinks took a finished run (at most every SAVE_SECONDS), so a
@@ -325,26 +394,41 @@ class App:
         Polling (``--poll``, or when inotify is unavailable) is watchfiles' polling watcher, which
         also notices new files and directories.  A watcher that fails is logged and started again
         after the next rescan; reading goes on meanwhile (rescans find what events would have).
+        The inotify watcher's directory walks run on a thread of their own (``ringtrace-watcher``), so
+        neither the loop nor a long read on the reader thread holds them up.
         """
         if not self.polling:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-watcher")
+            loop = asyncio.get_running_loop()
+
+            async def offload(fn: Callable[[], _T]) -> _T:
+                return await loop.run_in_executor(pool, fn)
+
             try:
-                tree = TreeWatcher(self._changed, self._overflow)
-            except OSError as err:
-                log.warning("file-system events unavailable (%s); polling every %.2fs instead", err,
-                            self.cfg.poll_interval)
-                self.polling = True
-            else:
                 try:
-                    await self._inotify(tree)
-                finally:
-                    tree.close()
-                return
+                    tree = TreeWatcher(self._changed, self._overflow, offload)
+                except OSError as err:
+                    log.warning("file-system events unavailable (%s); polling every %.2fs instead", err,
+                                self.cfg.poll_interval)
+                    self.polling = True
+                else:
+                    self.tree = tree
+                    try:
+                        await self._inotify(tree)
+                    finally:
+                        tree.close()
+                    return
+            finally:
+                pool.shutdown(wait=False)
         await self._polling()
 
     async def _inotify(self, tree: TreeWatcher) -> None:
         while not self._stopping.is_set():
             self._watch_changed.clear()
-            tree.set_points(list(self._watch_points))
+            await tree.set_points(list(self._watch_points))
+            if self._rewatch_due:
+                self._rewatch_due = False
+                await tree.rewatch()
             self._watching.set()
             await tree.run(self._watch_changed, self._stopping)  # returns when the points change or on stop
 

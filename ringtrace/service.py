@@ -127,6 +127,7 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None) -> 
     app = App(cfg, roots, fanout)
     server = None
     if prom is not None:
+        prom.register(app.watch_collector())  # ringtrace_inotify_* (the file-system watcher)
         from ringtrace.sinks.prometheus.server import MetricsServer
 
         server = MetricsServer(cfg.metrics_addr, prom.render, ready=lambda: app.ready,

@@ -36,7 +36,7 @@ from ringtrace.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants,
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.discover import Root, walk_errors
 from ringtrace.tail.follower import Follower
-from ringtrace.tail.hostlogs import MAX_LOG_BYTES, read_log
+from ringtrace.tail.hostlogs import read_log
 
 log = logging.getLogger("ringtrace.tail")
 
@@ -50,6 +50,21 @@ Ident = tuple[int, int, int, int]
 
 
 class Tailer:
+    """Every followed file of one watch process, and the order they are read in.
+
+    Who calls, on which thread: the app's reader task is the one caller, one call at a time.  What
+    touches files or directories runs on the app's reader thread (``discover``, ``changed``,
+    ``watch_points``, ``tick``, ``finish_all``, ``vanished``, ``log_only_runs``, and the followers'
+    ``look``/``take``, which may read host logs through ``find_log``); the bookkeeping calls that do no
+    I/O (``next_due``, ``done``, ``fault``, ``poll_active``) run on the event loop between them, never at
+    the same time as a reader-thread call.  The app's state saver calls :meth:`snapshot` on the reader
+    thread too (it iterates copies).  Time comes in as arguments: ``now`` is monotonic seconds.
+
+    Owns: the followers (keyed by path; a file renamed, or its directory, is followed at its new path
+    by its file identity), the queues, the host logs decided (``--host-log-glob``) and the candidates
+    waiting for their idle timeout, and the saved state not yet matched.
+    """
+
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
                  saved: state_mod.State | None = None, wants: Wants = WANT_ALL,
                  find_log: Callable[[Path], HostLog | None] | None = None, log_name: str = "") -> None:
@@ -70,6 +85,7 @@ class Tailer:
         self.log_name = log_name  # --host-log-glob without a directory part: logs of runs without records
         self._logs: dict[Path, tuple[Ident, tuple[str, ...]]] = {}  # decided logs: version, keys of their runs
         self._logs_saved = dict(saved.host_logs) if saved is not None else {}
+        self._log_seen: dict[Path, tuple[Ident, float]] = {}  # undecided logs: version, monotonic time first seen
         self._log_faults: set[Path] = set()
 
     @property
@@ -169,8 +185,9 @@ class Tailer:
             self.missing_roots.discard(root.text)
             files, more = root.scan_also(self._onerror, also=self._is_log if self.log_name else None)
             logs += more
+            moved = _Moves(self)
             for path in files:
-                if path not in self.followers:
+                if path not in self.followers and not moved.adopt(path):
                     self._follower(path)
         for f in list(self.followers.values()):
             try:
@@ -189,17 +206,20 @@ class Tailer:
                 self._queue(f, BACKLOG)
         for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted meanwhile
             del self._saved[gone]
-        return out + self.log_only_runs(wall, logs=logs)
+        return out + self.log_only_runs(now, logs=logs)
 
     def _is_log(self, path: Path) -> bool:
         return fnmatch.fnmatchcase(path.name, self.log_name)
 
-    def log_only_runs(self, wall: float, final: bool = False, logs: list[Path] | None = None) -> list[SinkEvent]:
+    def log_only_runs(self, now: float, final: bool = False, logs: list[Path] | None = None) -> list[SinkEvent]:
         """Runs known from their host log alone: a log under a root whose name matches ``log_name``,
         with no followed file in its directory tree claiming it (the rules of ``summary --host-log``),
-        that reports a failure.  Decided once per version of the log, when it has not changed for
-        ``idle_timeout`` seconds (with ``final``, at once: ``--once``); a restart remembers the decision.
-        ``logs``: the candidates :meth:`discover`'s walk found (else the roots are searched for them)."""
+        that reports a failure.  Decided once per version of the log (device, inode, size, mtime), when
+        ``idle_timeout`` seconds of the monotonic clock (``now``) have passed since this call first saw
+        that version: the log's mtime is never compared with a clock, so a log dated in the future
+        (clock skew) is decided as fast as any other.  With ``final``, at once (``--once``); a restart
+        remembers the decision.  ``logs``: the candidates :meth:`discover`'s walk found (else the roots
+        are searched for them)."""
         if not self.log_name:
             return []
         if logs is None:
@@ -219,15 +239,21 @@ class Tailer:
             saved = self._logs_saved.pop(str(path), None)
             if saved is not None and (saved.dev, saved.ino, saved.size, saved.mtime_ns) == seen:
                 self._logs[path] = (seen, ())
-            elif final or wall - st.st_mtime >= self.idle_timeout:
+                continue
+            first = self._log_seen.get(path)
+            if first is None or first[0] != seen:  # new, or changed since the last look: the wait starts now
+                first = self._log_seen[path] = (seen, now)
+            if final or now - first[1] >= self.idle_timeout:
+                del self._log_seen[path]
                 out += self._decide(path, seen)
-        for gone in [p for p in self._logs if not os.path.lexists(p)]:
-            del self._logs[gone]
+        for table in (self._logs, self._log_seen):
+            for gone in [p for p in table if not os.path.lexists(p)]:
+                del table[gone]
         return out
 
     def _decide(self, path: Path, seen: Ident) -> list[SinkEvent]:
         try:
-            parts = read_log(path, MAX_LOG_BYTES)
+            parts = read_log(path)  # whole, or its edges past the cap (logged)
         except OSError as err:
             if path not in self._log_faults:
                 self._log_faults.add(path)
@@ -258,7 +284,14 @@ class Tailer:
                 self._queue(f, URGENT)
 
     def changed(self, paths: Iterable[str]) -> None:
-        """A watcher saw ``paths`` change (created, written, deleted): queue them first."""
+        """A watcher saw ``paths`` change (created, written, deleted, moved in): queue them first.
+
+        A new directory is walked (files created before its watch existed send no event) and its
+        files are queued, followed ones too.  A new path whose file is a followed file that is gone
+        from its old path (same device and inode, not shorter than what was read) is that file,
+        moved: its follower goes on at the new path, mid-run, without reading it again.  Runs on the
+        app's reader thread (lstat, directory walks)."""
+        moved = _Moves(self)
         for text in sorted(set(paths)):
             path = Path(text).absolute()
             f = self.followers.get(path)
@@ -269,15 +302,29 @@ class Tailer:
                     continue  # gone again, or not ours to read
                 if stat.S_ISDIR(mode):
                     # A new directory: files created in it before the watcher saw it send no event.
-                    matches = self._matches
-                    for found in Root(str(path)).scan(self._onerror, matches):
-                        if found not in self.followers:
-                            self._queue(self._follower(found), URGENT)
+                    for found in Root(str(path)).scan(self._onerror, self._matches):
+                        g = self.followers.get(found) or moved.adopt(found) or self._follower(found)
+                        self._queue(g, URGENT)
                     continue
                 if not stat.S_ISREG(mode) or not self._matches(path):
                     continue
-                f = self._follower(path)
+                f = moved.adopt(path) or self._follower(path)
             self._queue(f, URGENT)
+
+    def _rekey(self, f: Follower, path: Path) -> None:
+        """``f``'s file is now at ``path`` (a rename of it or of a directory above it).  The run being
+        read keeps the path and labels it started with (the sinks know it by them); the next run of
+        the file is named after the new path."""
+        old = f.path
+        del self.followers[old]
+        queued, fault = self._queued.pop(old, None), self._faulted.pop(old, None)
+        f.path, f.labels = path, source_labels(path)
+        self.followers[path] = f
+        if queued is not None:
+            self._queued[path] = queued
+        if fault is not None:
+            self._faulted[path] = fault
+        log.info("%s: moved to %s; following it there", old, path)
 
     def _matches(self, path: Path) -> bool:
         return any(r.matches(path) for r in self.roots)
@@ -315,3 +362,28 @@ class Tailer:
         logs = {str(path): state_mod.FileState(*seen, 0, True) for path, (seen, keys) in list(self._logs.items())
                 if not any((k, 0) in undelivered for k in keys)}
         return state_mod.State(files={**self._saved, **files}, host_logs={**self._logs_saved, **logs})
+
+
+class _Moves:
+    """Finds, for a path that is new to a :class:`Tailer`, the follower whose file moved there.  The
+    index of followers by file identity is built on first use, once per call of ``changed``/``discover``."""
+
+    def __init__(self, tailer: Tailer) -> None:
+        self.tailer = tailer
+        self._by_ident: dict[tuple[int, int], Follower] | None = None
+
+    def adopt(self, path: Path) -> Follower | None:
+        """The follower now at ``path`` when ``path``'s file is a followed file moved there, else None."""
+        if self._by_ident is None:
+            self._by_ident = {f.ident: f for f in self.tailer.followers.values() if f.ident is not None}
+        if not self._by_ident:
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        f = self._by_ident.get((st.st_dev, st.st_ino))
+        if f is None or f.path == path or st.st_size < f.offset or os.path.lexists(f.path):
+            return None  # another file (a hard link, or an inode number used again), or nothing moved
+        self.tailer._rekey(f, path)
+        return f
