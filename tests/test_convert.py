@@ -41,8 +41,9 @@ def test_convert_all_samples_into_one_trace(tmp_path: Path) -> None:
                  if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")]
     assert len(processes) == 10
     begins = sum(1 for p in trace.packet if p.HasField("track_event") and p.track_event.type == 1)  # SLICE_BEGIN
-    # every paired scope and every wedged scope is a slice: 681+681+681 (nested), 251, 992, 2, plus 1 + 5 wedged
-    assert begins == 681 * 3 + 251 + 992 + 2 + 1 + 5
+    # every paired scope and every wedged scope is a slice: 681+681+681 (nested), 251, 992, 2, plus 1 + 5 wedged,
+    # plus the WEDGED track's slice of each of the 2 wedged runs
+    assert begins == 681 * 3 + 251 + 992 + 2 + 1 + 5 + 2
 
 
 def test_convert_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_the_convert_function_reads_and_writes_or_says_why_not(tmp_path: Path) -
     assert convert(find_sources([str(l3)])[0], out) == []
     names = {p.track_descriptor.process.process_name for p in decode(out).packet
              if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")}
-    assert names == {"nested_l3_20261130_102011/rank0/d0", "nested_l3_20261130_102011/rank1/d1"}
+    assert names == {"rank0/d0 nested_l3", "rank1/d1 nested_l3"}  # what tells ranks apart comes first
     missing = convert([tmp_path / "missing.jsonl"], tmp_path / "y.pftrace")
     assert len(missing) == 1 and "missing.jsonl" in missing[0]
     unwritable = convert(find_sources([str(l3)])[0], tmp_path / "no" / "dir" / "z.pftrace")

@@ -34,6 +34,7 @@ from ringtrace.layout import find_sources
 from ringtrace.readfiles import read_files
 from ringtrace.records import RunFinished, RunProgress
 from ringtrace.sinks import FanOut
+from ringtrace.sinks.perfetto._layout import process_name
 from tests._require import require
 from tests._sinks import Collect
 
@@ -146,11 +147,12 @@ class _Expect:
     """What the reader says about each source (by process name): summaries and records per ring."""
 
     def __init__(self, col: Collect) -> None:
-        self.finished: dict[str, RunFinished] = {f.source.name: f for f in col.finished.values()}
+        self.finished: dict[str, RunFinished] = {process_name(f.source): f for f in col.finished.values()}
         self.ring_records: dict[str, Counter[int]] = {}
         for event in col.events:
             if isinstance(event, RunProgress):
-                self.ring_records.setdefault(event.source.name, Counter()).update(r.ring for r in event.records)
+                self.ring_records.setdefault(process_name(event.source), Counter()).update(
+                    r.ring for r in event.records)
 
 
 def expect(paths: list[Path]) -> _Expect:
@@ -190,13 +192,14 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
                    max(extract_arg(s.arg_set_id, 'debug.depth')) max_depth
             from slice s where {where}""")[0]
         assert rows["instants"] == (1 if s.wedged else 0), name
-        assert rows["n"] - rows["instants"] == s.scopes + s.unmatched_begins + len(s.wedged), name
+        marker = 1 if s.wedged else 0  # the WEDGED track's one slice
+        assert rows["n"] - rows["instants"] - marker == s.scopes + s.unmatched_begins + len(s.wedged), name
         assert (rows["wedged"] or 0) == len(s.wedged), name
         assert (rows["unmatched"] or 0) == s.unmatched_begins, name
         assert rows["max_depth"] == s.max_depth, name
         # the end events' args were merged into their slices (all args ride on the end event)
         unmerged = ui.query(f"""
-            select count(*) n from slice s where {where} and s.name != 'WEDGED'
+            select count(*) n from slice s where {where} and s.name not like 'WEDGED%'
               and (extract_arg(s.arg_set_id, 'debug.line') is null
                    or (extract_arg(s.arg_set_id, 'debug.heap_high_water') is null
                        and extract_arg(s.arg_set_id, 'debug.wedged') is null
@@ -205,7 +208,7 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
         # nesting: on ring r's track a scope of depth d sits at slice depth d - r (ring = min(depth, 3))
         misnested = ui.query(f"""
             select count(*) n from slice s join track t on s.track_id = t.id
-            where {where} and s.name != 'WEDGED'
+            where {where} and s.name not like 'WEDGED%'
               and s.depth != extract_arg(s.arg_set_id, 'debug.depth') - cast(substr(t.name, 6) as int)""")
         assert misnested[0]["n"] == 0, name
         if s.wedged:
@@ -213,6 +216,9 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
             w = ui.query(f"""select p.name parent, s.ts from slice s join slice p on s.parent_id = p.id
                              where {where} and s.name = 'WEDGED'""")
             assert w == [{"parent": inner.site, "ts": fin_last_line(exp, name) + 1}], name
+            marked = ui.query(f"""select s.ts, s.dur from slice s join track t on s.track_id = t.id
+                                  where {where} and t.name = 'WEDGED' and s.name like 'WEDGED in %'""")
+            assert marked == [{"ts": inner.line, "dur": fin_last_line(exp, name) + 1 - inner.line}], name
         counters = ui.query(f"""
             select t.name, t.unit, count(c.id) n from process_counter_track t left join counter c on c.track_id = t.id
             where t.upid = {upid} group by t.id""")
@@ -226,6 +232,12 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
             assert cap is None or heap[0]["name"].endswith(")"), name
             tw = [c for c in counters if c["name"].startswith(f"ring {ring} task_window (cap ")]
             assert len(tw) == 1 and tw[0]["unit"] == "count" and tw[0]["n"] == n, (name, ring)
+            if cap is not None:  # the use-% counter beside it, 0-100
+                pct = [c for c in counters if c["name"].startswith(f"ring {ring} heap use % (of ")]
+                assert len(pct) == 1 and pct[0]["n"] == n, (name, ring, by_name)
+                top = ui.query(f"""select max(c.value) m from counter c join process_counter_track t
+                                   on c.track_id = t.id where t.upid = {upid} and t.name like '% use % (of %'""")
+                assert 0 <= top[0]["m"] <= 100, (name, top)
         labels = {r["v"] for r in ui.query(f"""select a.display_value v from process p join args a
                                                on a.arg_set_id = p.arg_set_id where p.upid = {upid}""")}
         assert any(lab.startswith("WEDGED in") for lab in labels) == bool(s.wedged), (name, labels)

@@ -46,6 +46,7 @@ from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash,
 from ringtrace.sinks.perfetto import _file as trace_file
 from ringtrace.sinks.perfetto import _layout as layout
 from ringtrace.sinks.perfetto import _trace_writer as tw
+from ringtrace.sinks.perfetto._layout import process_name
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
 from tests._sinks import Collect
 from tests._tmpfs import fill, small_tmpfs
@@ -201,7 +202,8 @@ class Model:
             name = st["names"][te.name_iid] if te.HasField("name_iid") else te.name
             args = {st["ann"][a.name_iid]: (a.bool_value if a.HasField("bool_value") else a.int_value)
                     for a in te.debug_annotations}
-            extra = list(te.extra_counter_track_uuids) or list(st["defaults"].extra_counter_track_uuids)
+            defaults = st["defaults"]  # a sequence without defaults (the WEDGED track) names its track
+            extra = list(te.extra_counter_track_uuids) or (list(defaults.extra_counter_track_uuids) if defaults else [])
             if not te.extra_counter_values:  # events without values record no counters
                 extra = []
             assert len(extra) == len(te.extra_counter_values) <= tw.MAX_EXTRA_COUNTERS
@@ -257,15 +259,16 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
     """The trace says what the reader said, source by source."""
     procs = model.processes()
     finished = [e for e in events if isinstance(e, RunFinished)]
-    assert sorted(procs) == sorted(f.source.name for f in finished)
+    assert sorted(procs) == sorted(process_name(f.source) for f in finished)
     assert model.open == [], "slices left open"
-    assert 0 < model.max_extra <= 4
+    assert 0 < model.max_extra <= tw.MAX_EXTRA_COUNTERS
     for fin in finished:
         s = fin.summary
         src = fin.source
-        proc = procs[src.name]
+        proc = procs[process_name(src)]
         children = model.children(proc.uuid)
-        ring_tracks = {int(n.split()[1]): u for n, u in children.items() if n.startswith("ring ") and "(" not in n}
+        ring_tracks = {int(n.split()[1]): u for n, u in children.items()
+                       if n.startswith("ring ") and " scopes (1 ns = 1 record)" in n}
         mine = [sl for sl in model.slices if sl.track in ring_tracks.values()]
         slices = [sl for sl in mine if sl.name != "WEDGED"]
         progress = [e for e in events if isinstance(e, RunProgress) and e.source == src]
@@ -322,6 +325,22 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
                 assert f"capacity {cap if cap is not None else 'unknown'} " in d.description
                 want = [(r.line, getattr(r, f"{res}_end") - getattr(r, f"{res}_start")) for r in recs]
                 assert model.counters[children[names[0]]] == want, (src.name, ring, res)
+                pct = [n for n in children if n.startswith(f"ring {ring} {res} use % (of ")]
+                caps = [s.meta.capacity(q, ring) if s.meta else None for q in RESOURCES
+                        if q != "dep_pool" or recs[0].dep_pool_end is not None]
+                if all(c is not None for c in caps):  # use % beside the absolute counter, 0-100
+                    assert len(pct) == 1 and cap is not None
+                    assert model.counters[children[pct[0]]] == [(line, 100 * v // cap) for line, v in want]
+                else:
+                    assert pct == []
+        if s.wedged:  # a WEDGED track of its own, first, with one slice from the wedged begin to the end
+            wt = children["WEDGED"]
+            assert model.tracks[wt].sibling_order_rank == -1
+            [ws] = [sl for sl in model.slices if sl.track == wt]
+            assert ws.name.startswith(f"WEDGED in {s.wedged[-1].site}") and ws.ts == s.wedged[-1].line
+            assert ws.end == records[-1].line + 1
+        else:
+            assert "WEDGED" not in children
         tm = [u for n, u in children.items() if n.startswith("tensormap (cap ")]
         assert len(tm) == 1 and model.counters[tm[0]] == [(r.line, r.tensormap) for r in records]
         labels = list(proc.process.process_labels)
@@ -350,8 +369,9 @@ def test_l3_merge_and_failed_runs_in_one_trace(tmp_path: Path) -> None:
     assert len(procs) == 4
     by_pid = sorted(procs.values(), key=lambda d: d.process.pid)
     assert [d.process.pid for d in by_pid] == [1, 2, 3, 4]
-    l3 = [d.process.process_name for d in by_pid if "/rank" in d.process.process_name]
-    assert l3 == ["nested_l3_20261130_102011/rank0/d0", "nested_l3_20261130_102011/rank1/d1"]
+    l3 = [d.process.process_name for d in by_pid if d.process.process_name.startswith("rank")]
+    assert l3 == ["rank0/d0 nested_l3", "rank1/d1 nested_l3"]  # ranks first, in rank order
+    assert [d.sibling_order_rank for d in by_pid] == [1, 2, 3, 4]
 
 
 # -- small synthetic inputs ---------------------------------------------------------------------------
@@ -393,7 +413,7 @@ def test_v4_file_has_no_dep_pool(write_jsonl: Any, tmp_path: Path) -> None:
     model = write(events, tmp_path / "v4.pftrace")
     check(model, events)
     assert not any("dep_pool" in n for n in model.named("ring"))
-    assert model.max_extra == 3
+    assert model.max_extra == 5  # task window, heap, tensormap, and the two use-% counters
 
 
 def test_wedged_run_and_fatal(write_jsonl: Any, tmp_path: Path) -> None:
@@ -622,9 +642,10 @@ def test_chrome_json(tmp_path: Path) -> None:
     assert phases["B"] == phases["E"] == expected
     assert phases["i"] == sum(1 for f in fins if f.summary.wedged) + len(fins)  # WEDGED + run info
     records = sum(f.summary.records for f in fins)
-    assert phases["C"] == 2 * records
+    assert phases["C"] == 3 * records  # ring live, ring use %, tensormap (every ring here has its capacities)
+    assert phases["X"] == sum(1 for f in fins if f.summary.wedged)  # the WEDGED track's slice
     names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {f.source.name for f in fins}
+    assert names == {process_name(f.source) for f in fins}
     stacks: dict[tuple[int, int], int] = Counter()
     for e in evs:  # balanced per thread, and timestamps are lines
         if e["ph"] in "BE":

@@ -17,7 +17,10 @@ from ringtrace.records import (
 )
 
 from ._file import TraceFile
-from ._layout import JSON_TIME_AXIS, RingState, RunState, event_line, process_name, sort_key
+from ._layout import JSON_TIME_AXIS, RingState, RunState, event_line, process_name, sort_key, wedge_code_text
+
+WEDGE_TID = 99
+"""The thread of a run's WEDGED slice (rings are threads 1-4)."""
 
 
 class JsonTrace:
@@ -71,7 +74,7 @@ class JsonTrace:
             if rec.ring not in run.rings:
                 run.rings[rec.ring] = RingState(rec.ring, b"", 0, rec.dep_pool_end is not None)
                 emit({"ph": "M", "pid": pid, "tid": rec.ring + 1, "name": "thread_name",
-                      "args": {"name": f"ring {rec.ring}"}})
+                      "args": {"name": f"ring {rec.ring} scopes (1 us = 1 record)"}})
                 emit({"ph": "M", "pid": pid, "tid": rec.ring + 1, "name": "thread_sort_index",
                       "args": {"sort_index": rec.ring}})
             closing: Scope | None = None
@@ -98,6 +101,10 @@ class JsonTrace:
             if rec.dep_pool_end is not None:
                 live["dep_pool"] = rec.dep_pool_end - (rec.dep_pool_start or 0)
             emit({"ph": "C", "pid": pid, "ts": line, "name": f"ring {rec.ring}", "args": live})
+            caps = {res: run.meta.capacity(res, rec.ring) for res in live} if run.meta is not None else {}
+            if caps and all(caps.values()):  # use % of capacity beside the absolute counters
+                emit({"ph": "C", "pid": pid, "ts": line, "name": f"ring {rec.ring} use %",
+                      "args": {res: 100 * v // (caps[res] or 1) for res, v in live.items()}})
             emit({"ph": "C", "pid": pid, "ts": line, "name": "tensormap", "args": {"entries": rec.tensormap}})
         if ev.records:
             run.last_line = ev.records[-1].line
@@ -118,6 +125,14 @@ class JsonTrace:
                 wargs["orch_error_code"] = fin.wedge_causes[-1].code
             self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": inner.ring + 1, "ts": at, "name": "WEDGED",
                         "args": wargs})
+            # a track of its own, first in the process: the wedged scope from its begin to the end
+            self._emit({"ph": "M", "pid": run.uuid, "tid": WEDGE_TID, "name": "thread_name",
+                        "args": {"name": "WEDGED"}})
+            self._emit({"ph": "M", "pid": run.uuid, "tid": WEDGE_TID, "name": "thread_sort_index",
+                        "args": {"sort_index": -1}})
+            self._emit({"ph": "X", "pid": run.uuid, "tid": WEDGE_TID, "ts": inner.line,
+                        "dur": max(at - inner.line, 1), "args": wargs,
+                        "name": f"WEDGED in {inner.site} (ring {inner.ring}, line {inner.line}){wedge_code_text(fin)}"})
         for scope in reversed(opened):
             self._end(run, scope, at, "wedged" if wedged else "open_at_close")
         del self.runs[run.source]

@@ -3,6 +3,8 @@ process labels and description, the time axis (the layout is described in :mod:`
 
 from __future__ import annotations
 
+import re
+
 from ringtrace.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
 from ringtrace.runtime import error_name
 
@@ -14,7 +16,7 @@ JSON_TIME_AXIS = TIME_AXIS.replace("1 ns", "1 us")
 class RingState:
     """One ring of one source: its packet sequence, tracks and interned site names."""
 
-    __slots__ = ("extra", "has_dp", "names", "ring", "seq", "seq_len", "uuid")
+    __slots__ = ("caps", "extra", "has_dp", "names", "pct_extra", "ring", "seq", "seq_len", "uuid")
 
     def __init__(self, ring: int, seq: bytes, uuid: int, has_dp: bool) -> None:
         self.ring = ring
@@ -24,6 +26,8 @@ class RingState:
         self.has_dp = has_dp
         self.names: dict[str, bytes] = {}  # site -> encoded name_iid field
         self.extra = b""  # encoded extra_counter_track_uuids of the ring's resources (no tensormap)
+        self.caps: tuple[int, ...] = ()  # the resources' capacities when all are known: use-% counters
+        self.pct_extra = b""  # encoded extra_counter_track_uuids of the use-% counters
 
 
 class RunState:
@@ -80,8 +84,17 @@ def rank_pid(rank: str) -> int:
     return n + 1 if n < PID_MAX else 1 + n % PID_MAX
 
 
+_STAMP = re.compile(r"_\d{8}_\d{6}$")
+
+
 def process_name(source: Source) -> str:
-    return source.name + (f" (generation {source.generation})" if source.generation else "")
+    """What tells the processes apart first: ``rank2/d1 decode_layer`` (the run name less its timestamp)
+    for an L3 rank; the run name for a single-chip run; the path where the layout names nothing."""
+    lab = source.labels
+    tail = "/".join(p for p in (f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else "")
+                    if p)
+    name = f"{tail} {_STAMP.sub('', lab.run)}".strip() if tail else (lab.run or source.path)
+    return name + (f" (generation {source.generation})" if source.generation else "")
 
 
 def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,

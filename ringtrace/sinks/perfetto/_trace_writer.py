@@ -33,7 +33,16 @@ from ringtrace.records import (
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
 from ._file import TRACE_PACKET, TraceFile, field_bytes, framed
-from ._layout import TIME_AXIS, RingState, RunState, event_line, process_name, rank_pid, sort_key
+from ._layout import (
+    TIME_AXIS,
+    RingState,
+    RunState,
+    event_line,
+    process_name,
+    rank_pid,
+    sort_key,
+    wedge_code_text,
+)
 
 # TracePacket
 PKT_TIMESTAMP = tag(8, VARINT)  # TracePacket.timestamp = 8
@@ -231,11 +240,27 @@ class ProtoTrace:
                 counter=pb.CounterDescriptor(unit=unit, unit_name=_UNITS[res]))))
         ring.extra = b"".join(EV_EXTRA_UUID + varint(u) for u in counters)
         counters.append(run.tm_uuid)
+        kinds = [res for res in RESOURCES if res != "dep_pool" or has_dp]
+        caps = [meta.capacity(res, r) if meta is not None else None for res in kinds]
+        if all(c is not None for c in caps):  # use % of capacity beside each absolute counter
+            ring.caps = tuple(c or 1 for c in caps)
+            pct = []
+            for i, (res, cap) in enumerate(zip(kinds, ring.caps, strict=True)):
+                uuid = self._uuid()
+                pct.append(uuid)
+                packets.append(pb.TracePacket(trusted_packet_sequence_id=seq, track_descriptor=pb.TrackDescriptor(
+                    uuid=uuid, parent_uuid=run.uuid, name=f"ring {r} {res} use % (of {fmt_amount(res, cap)})",
+                    description=f"live {res} on ring {r} as a share of its capacity, 0-100 (over 100: never; "
+                                f"a ring holds at most its capacity); {TIME_AXIS}",
+                    sibling_order_rank=1000 + 10 * r + i + 5,
+                    counter=pb.CounterDescriptor(unit=pb.CounterDescriptor.UNIT_COUNT, unit_name="%"))))
+            ring.pct_extra = b"".join(EV_EXTRA_UUID + varint(u) for u in pct)
+            counters += pct
         first = pb.TracePacket(
             trusted_packet_sequence_id=seq,
             sequence_flags=pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
             track_descriptor=pb.TrackDescriptor(
-                uuid=ring.uuid, parent_uuid=run.uuid, name=f"ring {r}", sibling_order_rank=r,
+                uuid=ring.uuid, parent_uuid=run.uuid, name=f"ring {r} scopes (1 ns = 1 record)", sibling_order_rank=r,
                 description=f"scopes on ring {r} as nested slices (name = site); {TIME_AXIS}"),
             trace_packet_defaults=pb.TracePacketDefaults(track_event_defaults=pb.TrackEventDefaults(
                 track_uuid=ring.uuid, extra_counter_track_uuids=counters)),
@@ -297,18 +322,24 @@ class ProtoTrace:
                     ev_line = event_line(events[ei]) if ei < ne else -1
                     if ev_line != line:
                         break
-            x = rec.task_window_end - rec.task_window_start
-            a = varint(x)
-            x = rec.heap_end - rec.heap_start
-            b = varint(x)
+            x0 = rec.task_window_end - rec.task_window_start
+            a = varint(x0)
+            x1 = rec.heap_end - rec.heap_start
+            b = varint(x1)
+            caps = ring.caps
             if ring.has_dp:
                 x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
                 c = varint(x)
                 vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b, EV_EXTRA_VALUE, c))
+                pct = join((EV_EXTRA_VALUE, varint(100 * x0 // caps[0]), EV_EXTRA_VALUE, varint(100 * x1 // caps[1]),
+                            EV_EXTRA_VALUE, varint(100 * x // caps[2]))) if caps else b""
             else:
                 vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b))
+                pct = join((EV_EXTRA_VALUE, varint(100 * x0 // caps[0]), EV_EXTRA_VALUE,
+                            varint(100 * x1 // caps[1]))) if caps else b""
             x = rec.tensormap
             vt = varint(x)
+            vtp = vt + pct  # the tensormap's value, then the use-% values (the defaults' counter order)
             ts = varint(line)
             if rec.phase == "begin":
                 site = rec.site
@@ -316,7 +347,7 @@ class ProtoTrace:
                 interned = b""
                 if iid is None:
                     iid, interned = self._intern(ring, site)
-                te = _BEGIN % (iid, vals, vt)
+                te = _BEGIN % (iid, vals, vtp)
             elif closing is not None and closing.begin_ring is None:
                 interned = b""
                 x = closing.begin_line
@@ -325,7 +356,7 @@ class ProtoTrace:
                 a = T_DEPTH[x] if 0 <= x < _TABLE else _ann(a_depth, x)
                 u_tw, u_hp, u_dp = closing.usage
                 if u_tw is None or u_hp is None:  # not from the pairer: every scope has these two
-                    te = join((_END, vals, EV_EXTRA_VALUE, vt, a, a_line[len(b)], b, _usage_args(closing)))
+                    te = join((_END, vals, EV_EXTRA_VALUE, vtp, a, a_line[len(b)], b, _usage_args(closing)))
                 else:
                     x = u_tw.high_water
                     v0 = T0[x] if 0 <= x < _TABLE else _ann(P0, x)
@@ -340,7 +371,7 @@ class ProtoTrace:
                     x = u_hp.alloc
                     v5 = T5[x] if 0 <= x < _TABLE else _ann(P5, x)
                     if u_dp is None:
-                        te = _END6 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
+                        te = _END6 % (vals, vtp, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
                     else:
                         x = u_dp.high_water
                         v6 = T6[x] if 0 <= x < _TABLE else _ann(P6, x)
@@ -348,13 +379,13 @@ class ProtoTrace:
                         v7 = T7[x] if 0 <= x < _TABLE else _ann(P7, x)
                         x = u_dp.alloc
                         v8 = T8[x] if 0 <= x < _TABLE else _ann(P8, x)
-                        te = _END9 % (vals, vt, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
+                        te = _END9 % (vals, vtp, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
             else:
                 interned = b""
                 if closing is not None:  # its begin is on another ring (odd data): end it there
                     self._end(run, OpenScope(closing.site, closing.depth, closing.begin_ring or 0, closing.begin_line),
                               line, 0)
-                te = _COUNTER % (varint(run.tm_uuid), vt, ring.extra, vals)
+                te = _COUNTER % (varint(run.tm_uuid), vt, ring.extra + ring.pct_extra, vals + pct)
             n = len(te)
             lte = varint(n)
             n += _PACKET_FIXED + len(ts) + ring.seq_len + len(lte) + len(interned)
@@ -390,6 +421,7 @@ class ProtoTrace:
             code = fin.wedge_causes[-1].code if fin.wedge_causes else None  # likely, or the host log's
             extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
             self._instant(run, run.rings[inner.ring], at, "WEDGED", inner.line, inner.depth, extra)
+            self._wedge_track(run, fin, inner, at)
         for scope in reversed(opened):
             self._end(run, scope, at, IID_WEDGED if wedged else IID_OPEN_AT_CLOSE)
         del self.runs[run.source]
@@ -398,9 +430,27 @@ class ProtoTrace:
         else:
             self._process(run, rank_pid(run.source.labels.rank))
 
+    def _wedge_track(self, run: RunState, fin: RunFinished, inner: OpenScope, at: int) -> None:
+        """A track of its own, first in the process, with one slice from the wedged scope's begin to the end:
+        the marker a person sees without zooming into the ring's last record."""
+        uuid = self._uuid()
+        seq = self._seq()
+        name = f"WEDGED in {inner.site} (ring {inner.ring}, line {inner.line}){wedge_code_text(fin)}"
+        packets = [
+            pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
+                           track_descriptor=pb.TrackDescriptor(
+                uuid=uuid, parent_uuid=run.uuid, name="WEDGED", sibling_order_rank=-1,
+                description="the scope the run wedged in, from its begin record to the run's end")),
+            pb.TracePacket(timestamp=inner.line, trusted_packet_sequence_id=seq, track_event=pb.TrackEvent(
+                type=pb.TrackEvent.TYPE_SLICE_BEGIN, track_uuid=uuid, name=utf8(name))),
+            pb.TracePacket(timestamp=max(at, inner.line + 1), trusted_packet_sequence_id=seq,
+                           track_event=pb.TrackEvent(type=pb.TrackEvent.TYPE_SLICE_END, track_uuid=uuid))]
+        self.out.parts.extend(framed_message(p) for p in packets)
+
     def _process(self, run: RunState, pid: int) -> None:
         desc = pb.TrackDescriptor(
             uuid=run.uuid, description=utf8(run.description), child_ordering=pb.TrackDescriptor.EXPLICIT,
+            sibling_order_rank=pid,  # rank order
             process=pb.ProcessDescriptor(pid=pid, process_name=utf8(process_name(run.source)),
                                          process_labels=[utf8(x) for x in run.labels]))
         self.out.parts.append(framed_message(pb.TracePacket(track_descriptor=desc)))
