@@ -24,7 +24,9 @@ What a read's inputs are (:func:`find_inputs`, for ``summary``, ``check``, ``con
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePath
 
 import msgspec
@@ -97,34 +99,12 @@ def sort_key(path: Path) -> tuple[str, int, int, str]:
 
 
 def find_sources(paths: list[str]) -> tuple[list[Path], list[str]]:
-    """Expand files and directories into scope_stats files; returns (files, errors).
-
-    A missing path or a directory holding no scope_stats file is an error message; the
-    other inputs are still returned.
-    """
-    files: list[Path] = []
-    errors: list[str] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted((f for f in p.rglob("*.jsonl") if is_scope_stats(f) and f.is_file()), key=sort_key)
-            if not found:
-                errors.append(f"{raw}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)")
-        elif p.is_file():
-            found = [p]
-        elif p.exists():
-            errors.append(f"{raw}: not a regular file or directory")
-            found = []
-        else:
-            errors.append(f"{raw}: no such file or directory")
-            found = []
-        for f in found:
-            key = f.resolve()
-            if key not in seen:
-                seen.add(key)
-                files.append(f)
-    return files, errors
+    """The scope_stats files of ``paths`` and the input errors (a missing path, a directory holding
+    none): :func:`find_inputs` without the host logs (a file named on the command line is read as given)."""
+    found = find_inputs(paths)
+    errors = [*found.errors, *(f"{d}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)"
+                               for d in found.empty_dirs)]
+    return [*found.files, *(c.path for c in found.candidates)], errors
 
 
 class Candidate(msgspec.Struct, frozen=True):
@@ -162,6 +142,33 @@ def _sniff(path: Path) -> tuple[bool, bool]:
     return body.lstrip(b" \t\r\n").startswith(b"{"), not head
 
 
+def walk_files(directory: Path, onerror: Callable[[OSError], None] | None = None,
+               special: bool = False) -> Iterator[Path]:
+    """Every regular file below ``directory`` (with ``special``, FIFOs, sockets and devices too, for a
+    caller that says why it skips them): the one directory walk of every command.
+
+    Symbolic links are not followed inside a walk: a link to a file or to a directory is skipped, so a
+    tree is read once however many links point into it (``summary DIR``, ``convert DIR`` and ``watch DIR``
+    see the same runs).  A path given on the command line is read even when it is a link."""
+    stack = [str(directory)]
+    while stack:  # os.scandir's entry types come with the listing: no stat per file
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as err:
+            if onerror is not None:
+                onerror(err)
+            continue
+        subdirs = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                subdirs.append(e.path)
+            elif e.is_file(follow_symlinks=False) or (special and not e.is_symlink()):
+                yield Path(e.path)
+        stack.extend(reversed(subdirs))
+
+
 def find_inputs(paths: list[str]) -> Inputs:
     """Expand files and directories into scope_stats files, the ``*.log`` files under the directories
     and the files that may be host logs (see the module docstring).  One walk per directory."""
@@ -172,11 +179,10 @@ def find_inputs(paths: list[str]) -> Inputs:
         found: list[Path] = []
         if p.is_dir():
             logs: list[Path] = []
-            for f in p.rglob("*"):
+            for f in walk_files(p):
                 if f.suffix == LOG_SUFFIX:
-                    if f.is_file():
-                        logs.append(f)
-                elif (is_scope_stats(f) or is_scope_stats_archive(f)) and f.is_file():
+                    logs.append(f)
+                elif is_scope_stats(f) or is_scope_stats_archive(f):
                     found.append(f)
             found.sort(key=sort_key)
             if not found:

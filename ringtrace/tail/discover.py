@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ringtrace.layout import is_scope_stats
+from ringtrace.layout import is_scope_stats, walk_files
 
 _GLOB_CHARS = "*?["
 
@@ -128,18 +128,15 @@ class Root:
         found: list[Path] = []
         other: list[Path] = []
         regex = self.regex
-        for dirpath, _dirs, names in os.walk(self.abs_base, onerror=onerror):
-            for name in names:
-                p = Path(dirpath, name)
-                if keep is not None:
-                    ok = keep(p)
-                elif regex is not None:
-                    ok = regex.match(str(p)) is not None
-                else:
-                    ok = is_scope_stats(p)
-                if ok:
-                    if not p.is_symlink():
-                        found.append(p)
-                elif also is not None and also(p) and not p.is_symlink():
-                    other.append(p)
+        for p in walk_files(self.abs_base, onerror, special=True):  # the one walk and symlink policy of every command
+            if keep is not None:
+                ok = keep(p)
+            elif regex is not None:
+                ok = regex.match(str(p)) is not None
+            else:
+                ok = is_scope_stats(p)
+            if ok:
+                found.append(p)
+            elif also is not None and also(p):
+                other.append(p)
         return sorted(found), sorted(other)
