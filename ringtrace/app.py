@@ -40,7 +40,7 @@ from ringtrace.config import Config
 from ringtrace.records import RunFinished, SinkEvent, Wants
 from ringtrace.sinks import FanOut
 from ringtrace.tail import state as state_mod
-from ringtrace.tail.follower import SLICE, Follower, Slice
+from ringtrace.tail.follower import SETTLE, SLICE, Follower, Slice
 from ringtrace.tail.hostlogs import HostLogFinder
 from ringtrace.tail.inotify import TreeWatcher
 from ringtrace.tail.tailer import Tailer
@@ -117,15 +117,13 @@ class App:
         self.wall = wall
         self.on_batch = on_batch
         self.state_dir = Path(cfg.state_dir) if cfg.state_dir else None
-        saved = None
-        if self.state_dir is not None:
-            saved, warning = state_mod.load(self.state_dir)
-            if warning:
-                log.warning("%s", warning)
+        self.store = state_mod.Store(self.state_dir) if self.state_dir is not None else None
+        saved = self.store.load() if self.store is not None else None  # an unusable state file is moved aside
         # ``wants``: what RunProgress carries; by default what the sinks read (an ``on_batch`` observer may want more)
         glob = cfg.host_log_glob
         self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants,
-                             HostLogFinder(glob) if glob else None, glob if "/" not in glob else "")
+                             HostLogFinder(glob) if glob else None, glob if "/" not in glob else "",
+                             settle=0.0 if cfg.once else SETTLE)
         self.ready = False
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)
@@ -383,8 +381,8 @@ class App:
             log.error("cannot save state in %s: %s", self.state_dir, err)
 
     def _save_snapshot(self, undelivered: frozenset[tuple[str, int]]) -> None:
-        assert self.state_dir is not None
-        state_mod.save(self.state_dir, self.tailer.snapshot(undelivered))
+        assert self.store is not None
+        self.store.save(self.tailer.snapshot(undelivered))  # a failure is logged once per kind
 
     # -- watcher --------------------------------------------------------------------------
 

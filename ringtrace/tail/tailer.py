@@ -13,6 +13,11 @@ caller (the app's reader) does the looking, one :class:`~ringtrace.tail.follower
   fault stays with its file (logged once until the file reads again), the others carry on;
 * :meth:`log_only_runs` (``--host-log-glob``): failed runs that left a host log and no scope_stats file.
 
+A run is known by its content, not its path or mtime (``follower``'s
+:class:`~ringtrace.tail.follower.Inodes`, shared by every follower): a second root reaching the
+same tree through a symbolic link, a hard link, or a directory renamed while ringtrace was down
+(its saved entry is found by inode) is the same run, reported once.
+
 Every call returns the sink events it caused, in order.  One caller at a time.
 """
 
@@ -35,13 +40,14 @@ from ringtrace.layout import source_labels
 from ringtrace.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants, utf8
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.discover import Root, walk_errors
-from ringtrace.tail.follower import Follower
+from ringtrace.tail.follower import SETTLE, Finished, Follower, Inodes
 from ringtrace.tail.hostlogs import read_log
 
 log = logging.getLogger("ringtrace.tail")
 
 GONE_KEPT = 10_000
-"""Generations remembered for deleted paths (a path that comes back continues its numbering)."""
+"""Generations remembered for deleted paths (a path that comes back continues its numbering), and
+identities of finished runs whose path went away (a renamed directory is the same run)."""
 
 URGENT, BACKLOG = "urgent", "backlog"
 
@@ -67,13 +73,16 @@ class Tailer:
 
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
                  saved: state_mod.State | None = None, wants: Wants = WANT_ALL,
-                 find_log: Callable[[Path], HostLog | None] | None = None, log_name: str = "") -> None:
+                 find_log: Callable[[Path], HostLog | None] | None = None, log_name: str = "",
+                 settle: float = SETTLE) -> None:
         self.roots = [Root(r) for r in roots]
         self.thresholds = thresholds
         self.idle_timeout = idle_timeout
         self.wants = wants
         self.find_log = find_log
         self.followers: dict[Path, Follower] = {}
+        self.inodes = Inodes()  # every follower's view of files by (device, inode): run identity across paths
+        self.settle = settle  # seconds a run with every promised record waits for more (0: finish at once)
         self._saved = dict(saved.files) if saved is not None else {}
         self._gone: OrderedDict[Path, int] = OrderedDict()
         self.missing_roots: set[str] = set()
@@ -103,24 +112,27 @@ class Tailer:
         f = self.followers.get(path)
         if f is None:
             f = Follower(path, source_labels(path), self.thresholds, self._gone.pop(path, 0), self.wants,
-                         self.find_log)
+                         self.find_log, self.inodes, self.settle)
             log.info("following %s", path)
             saved = self._saved.pop(str(path), None)
             if saved is not None:
                 f.generation = max(f.generation, saved.generation)
                 if saved.finished:
-                    f.ident = (saved.dev, saved.ino)
-                    f.finished_size, f.finished_mtime = saved.size, saved.mtime_ns
-                    f.finished_reason = "complete"
+                    fin = _finished(str(path), saved)
+                    f.ident = (fin.dev, fin.ino)
+                    f.finished, f.finished_reason = fin, "complete"
+                    self.inodes.remember(fin)
             self.followers[path] = f
         return f
 
     def _drop(self, f: Follower) -> None:
         """Forget a follower whose file is gone (its generation is remembered for a comeback)."""
-        if self.followers.pop(f.path, None) is not None:
+        if self.followers.get(f.path) is f:
+            del self.followers[f.path]
             self._gone[f.path] = f.generation
             while len(self._gone) > GONE_KEPT:
                 self._gone.popitem(last=False)
+        self.inodes.forget(f)
         self._queued.pop(f.path, None)
         self._faulted.pop(f.path, None)
 
@@ -204,8 +216,11 @@ class Tailer:
                 self.fault(f, OSError(f"{f.path}: not a regular file"))
             elif f.pending(st):
                 self._queue(f, BACKLOG)
-        for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted meanwhile
-            del self._saved[gone]
+        for gone in [p for p in self._saved if not os.path.lexists(p)]:  # saved files deleted (or moved) meanwhile
+            saved = self._saved.pop(gone)
+            if saved.finished:
+                self.inodes.remember(_finished(gone, saved))  # a directory renamed while down: found by inode
+        self.inodes.trim(len(self.followers) + GONE_KEPT)
         return out + self.log_only_runs(now, logs=logs)
 
     def _is_log(self, path: Path) -> bool:
@@ -330,11 +345,15 @@ class Tailer:
         return any(r.matches(path) for r in self.roots)
 
     def tick(self, now: float) -> list[SinkEvent]:
-        """Finish runs that have not changed for ``idle_timeout`` seconds."""
+        """Finish runs that hold every promised record and were quiet for ``settle`` seconds
+        (``complete``), and runs that have not changed for ``idle_timeout`` seconds (``idle``)."""
         out: list[SinkEvent] = []
         for f in self.followers.values():
-            if f.active and f.idle_for(now) >= self.idle_timeout and f.path not in self._queued:
-                out += f.finish("idle")
+            if f.active and f.path not in self._queued:
+                if f.settled(now):
+                    out += f.finish("complete")
+                elif f.idle_for(now) >= self.idle_timeout:
+                    out += f.finish("idle")
         return out
 
     def finish_all(self, reason: FinishReason) -> list[SinkEvent]:
@@ -348,17 +367,21 @@ class Tailer:
         """What to save for a restart: the files that exist now (saved entries not yet seen are kept).
 
         A run whose ``RunFinished`` is still in ``undelivered`` (path, generation; a log-only run:
-        key, 0) is saved as not finished: a restart reads it again rather than lose it.
+        key, 0) is saved as not finished: a restart reads it again rather than lose it (also under a
+        path that took that run's identity: a renamed directory, a second root).
         """
         files: dict[str, state_mod.FileState] = {}
         # the app's saver calls this on the reader thread while the loop may add followers: iterate a copy
         for path, f in list(self.followers.items()):
+            fin = f.finished
             if f.ident is None:
                 continue
-            finished = (not f.active and f.finished_reason not in (None, "shutdown", "deleted")
-                        and (str(path), f.generation - 1) not in undelivered)
-            files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.finished_size if finished else f.offset,
-                                                   f.finished_mtime, f.generation, finished)
+            if f.run is None and fin is not None and fin.run not in undelivered:
+                files[str(path)] = state_mod.FileState(fin.dev, fin.ino, fin.size, fin.mtime_ns, f.generation, True,
+                                                       fin.digest)
+            else:
+                files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.offset, f.read_mtime, f.generation,
+                                                       False)
         logs = {str(path): state_mod.FileState(*seen, 0, True) for path, (seen, keys) in list(self._logs.items())
                 if not any((k, 0) in undelivered for k in keys)}
         return state_mod.State(files={**self._saved, **files}, host_logs={**self._logs_saved, **logs})
@@ -387,3 +410,7 @@ class _Moves:
             return None  # another file (a hard link, or an inode number used again), or nothing moved
         self.tailer._rekey(f, path)
         return f
+
+
+def _finished(path: str, saved: state_mod.FileState) -> Finished:
+    return Finished(saved.dev, saved.ino, saved.size, saved.mtime_ns, saved.digest, path)

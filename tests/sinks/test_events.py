@@ -1,5 +1,6 @@
-"""The events sink writes whole lines or nothing, also on a full disk (a real, small tmpfs), and cuts a torn
-last line (a writer killed mid-line) back at open."""
+"""The events sink writes whole lines or nothing, also on a full disk (a real, small tmpfs), cuts a torn
+last line (a writer killed mid-line) back at open, remembers every run it wrote in its key index (never
+only the file's last MiB), and follows a rotation by rename."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from ringtrace.records import Labels, RunFinished, SinkEvent, Source, utf8
 from ringtrace.sinks import FanOut
-from ringtrace.sinks.events import TAIL_BYTES, EventsSink, run_keys
+from ringtrace.sinks.events import INDEX_SUFFIX, EventsSink, run_keys, scan_run_keys
 from ringtrace.sinks.summary import file_object
 from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import rec, with_totals
@@ -198,16 +199,150 @@ def test_run_keys_come_only_from_whole_readable_lines() -> None:
     assert run_keys(b"", at_start=True) == [] and run_keys(b'{"run_key":"k0"}', at_start=True) == []
 
 
-def test_the_dedupe_window_starts_at_a_whole_line(tmp_path: Path, runs: list[SinkEvent]) -> None:
-    """A line that starts exactly TAIL_BYTES before the end is read; one that starts a byte earlier is not."""
-    event = _keyed(runs)[0]
-    line = _line_of(event, tmp_path)
-    for behind, remembered in ((TAIL_BYTES, True), (TAIL_BYTES + 1, False)):
-        path = tmp_path / f"events{behind}.jsonl"
-        filler = b"{}" + b" " * (behind - len(line) - 3) + b"\n"  # a whole line after the run's
-        path.write_bytes(OLD + line + filler)
-        assert path.stat().st_size - len(OLD) == behind
-        sink = EventsSink.open(str(path))
-        sink.receive(event)
+def _write_runs(path: Path, events: list[RunFinished], **kw: Any) -> EventsSink:
+    sink = EventsSink.open(str(path), **kw)
+    for e in events:
+        sink.receive(e)
+    return sink
+
+
+def _keys_in(path: Path) -> list[str]:
+    return [str(x["run_key"]) for x in _lines(path) if "run_key" in x]
+
+
+def _many(runs: list[SinkEvent], n: int) -> list[RunFinished]:
+    """``n`` finished runs with distinct keys (copies of the fixture's)."""
+    fins = [e for e in runs if isinstance(e, RunFinished)]
+    return [msgspec.structs.replace(fins[i % len(fins)], key=f"{i:06d}cafe") for i in range(n)]
+
+
+@pytest.mark.parametrize("index", ["kept", "lost", "damaged"])
+def test_a_run_written_long_ago_is_never_written_again(tmp_path: Path, runs: list[SinkEvent], index: str) -> None:
+    """Far more than the old 1 MiB window behind the end; with the key index, without it (the whole file is
+    read), and with a damaged index (not trusted: the whole file is read)."""
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 400)
+    _write_runs(path, many).close()
+    assert path.stat().st_size > 3 << 19 and len(_lines(path)) == 400  # more than 1.5 MiB
+    keys = Path(str(path) + INDEX_SUFFIX)
+    assert len(keys.read_bytes().splitlines()) == 400
+    if index == "lost":
+        keys.unlink()
+    elif index == "damaged":
+        lines = keys.read_bytes().splitlines(keepends=True)
+        keys.write_bytes(b"".join(lines[:10]) + b"garbage\n" + b"".join(lines[20:]))  # ten lines lost, one bad
+    before = path.read_bytes()
+    sink = _write_runs(path, many)  # every one again: none is written
+    sink.close()
+    assert path.read_bytes() == before
+    again = EventsSink.open(str(path))
+    again.receive(msgspec.structs.replace(many[0], key="new"))
+    again.close()
+    assert _keys_in(path) == [e.key for e in many] + ["new"]
+
+
+def test_a_line_whose_key_missed_the_index_is_found(tmp_path: Path, runs: list[SinkEvent]) -> None:
+    """A kill between the events line and its index line: the file past the index's end is read at open."""
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 5)
+    _write_runs(path, many).close()
+    keys = Path(str(path) + INDEX_SUFFIX)
+    lines = keys.read_bytes().splitlines(keepends=True)
+    keys.write_bytes(b"".join(lines[:3]))  # the last two keys never reached the index
+    sink = _write_runs(path, many)
+    sink.close()
+    assert _keys_in(path) == [e.key for e in many]
+    assert len(keys.read_bytes().splitlines()) == 5  # and now they are in it
+
+
+def test_the_index_is_bounded(tmp_path: Path, runs: list[SinkEvent]) -> None:
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 40)
+    _write_runs(path, many, keys_kept=10).close()
+    keys = Path(str(path) + INDEX_SUFFIX)
+    assert len(keys.read_bytes().splitlines()) <= 15  # rewritten with the newest 10 at one and a half times that
+    sink = _write_runs(path, many[-10:], keys_kept=10)
+    assert len(_lines(path)) == 40  # the newest ten are remembered
+    sink.receive(many[0])  # the oldest is not any more
+    sink.close()
+    assert _keys_in(path) == [e.key for e in many] + [many[0].key]
+
+
+def test_an_index_on_a_full_disk_catches_up(tmp_path: Path, runs: list[SinkEvent],
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The index cannot be appended to (its disk is full) while the events file can: the keys wait in
+    memory and go with the next append that works; the next start knows every run."""
+    many = _many(runs, 6)
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        path = tmp_path / "events.jsonl"
+        real = mnt / "events.keys"
+        Path(str(path) + INDEX_SUFFIX).symlink_to(real)
+        real.write_bytes(b"")
+        filler = fill(mnt, free=0)
+        with caplog.at_level(logging.ERROR, logger="ringtrace.sinks.events"):
+            sink = _write_runs(path, many[:3])
+        assert "cannot append to the events file's key index" in caplog.text
+        assert real.read_bytes() == b"" and len(_lines(path)) == 3
+        filler.unlink()
+        sink.receive(many[3])
         sink.close()
-        assert path.read_bytes().count(line) == (1 if remembered else 2)
+        assert len(real.read_bytes().splitlines()) == 4
+        sink = _write_runs(path, many)
+        sink.close()
+        assert _keys_in(path) == [e.key for e in many]
+
+
+def test_scan_run_keys_reads_lines_longer_than_its_window(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    lines = [json.dumps({"run_key": f"k{i}", "pad": "x" * (i * 400_000)}).encode() + b"\n" for i in range(5)]
+    path.write_bytes(b"".join(lines))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = path.stat().st_size
+        assert list(scan_run_keys(fd, 0, size)) == ["k0", "k1", "k2", "k3", "k4"]
+        second = len(lines[0]) + len(lines[1])
+        assert list(scan_run_keys(fd, second, size)) == ["k2", "k3", "k4"]
+        assert list(scan_run_keys(fd, second + 1, size)) == ["k3", "k4"]  # inside a line: that line is skipped
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("how", ["rename", "delete", "reopen", "copytruncate"])
+def test_rotation_lines_go_to_the_file_at_the_path(tmp_path: Path, runs: list[SinkEvent], how: str) -> None:
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 6)
+    sink = _write_runs(path, many[:3])
+    rotated = tmp_path / "events.jsonl.1"
+    if how == "copytruncate":
+        rotated.write_bytes(path.read_bytes())
+        os.truncate(path, 0)
+    elif how == "delete":
+        rotated.write_bytes(path.read_bytes())
+        path.unlink()
+    else:
+        path.rename(rotated)
+    if how == "reopen":
+        Path(path).write_bytes(b"")  # logrotate's create, then SIGHUP
+        sink.reopen()
+    for e in many:  # the first three again: none is written, in either file
+        sink.receive(e)
+    sink.close()
+    assert _keys_in(rotated) == [e.key for e in many[:3]]
+    assert _keys_in(path) == [e.key for e in many[3:]]
+    assert sink.reopened == (0 if how == "copytruncate" else 1)
+
+
+def test_a_path_that_cannot_be_opened_again_keeps_the_open_file(tmp_path: Path, runs: list[SinkEvent],
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 4)
+    sink = _write_runs(path, many[:2])
+    rotated = tmp_path / "rotated.jsonl"
+    path.rename(rotated)
+    path.mkdir()  # not a file any more
+    with caplog.at_level(logging.ERROR, logger="ringtrace.sinks.events"):
+        sink.receive(many[2])
+        sink.receive(many[3])
+    sink.close()
+    assert caplog.text.count("cannot open it again") == 1  # once, not per line
+    assert _keys_in(rotated) == [e.key for e in many]  # nothing lost
