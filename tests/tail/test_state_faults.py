@@ -117,7 +117,9 @@ def test_a_full_disk_under_the_state_dir_then_kill_9(setup: tuple[Path, Path, Pa
         try:
             wait_for(lambda: ev.exists() and len(lines(ev)) >= 20 and (state / STATE).exists(), timeout=60,
                      what="some runs and a saved state")
+            a.proc.send_signal(signal.SIGSTOP)  # frozen while the disk fills: it cannot save everything first
             fill(mnt, free=0)  # from now on no save fits
+            a.proc.send_signal(signal.SIGCONT)
             wait_for(lambda: len(lines(ev)) == RUNS, timeout=120, what="every run")
             wait_for(lambda: "cannot save state" in a.stderr(), what="the failed save to be said")
             saved = json.loads((state / STATE).read_bytes())  # the last good one is still in place
