@@ -209,6 +209,7 @@ class KeyIndex:
         self.bad_lines = 0  # lines of the file that could not be read
         self._pending: list[bytes] = []  # lines not yet in the file (an append failed)
         self._failing: str | None = None
+        self._compact_at = kept + kept // 2  # lines at which the file is rewritten with the keys kept
 
     def __contains__(self, key: str) -> bool:
         return key_hash(key) in self.hashes
@@ -248,7 +249,7 @@ class KeyIndex:
         if index.bad_lines:
             log.warning("%s: %d unreadable line(s) skipped (a torn write, or damage); the whole events file is "
                         "read for its runs", path, index.bad_lines)
-        if index.lines > kept + kept // 2:
+        if index.lines > index._compact_at:
             index.compact(index.end or 0)
         return index
 
@@ -293,13 +294,14 @@ class KeyIndex:
         try:
             append_whole(self.fd, data)
         except OSError as err:
+            path = self.path
             if len(self._pending) > self.kept:  # the index cannot keep up: the next start reads the whole file
                 self._pending.clear()
                 self._drop_file()
             text = f"{err.strerror or err}"
-            if text != self._failing:
+            if text != self._failing or self.fd < 0:
                 self._failing = text
-                log.error("%s: cannot append to the events file's key index (%s); %s", self.path, text,
+                log.error("%s: cannot append to the events file's key index (%s); %s", path, text,
                           "kept in memory and written with the next line" if self.fd >= 0 else
                           "it is given up: the next start reads the whole events file")
             return
@@ -309,7 +311,7 @@ class KeyIndex:
         self.lines += len(self._pending)
         self.end = end
         self._pending.clear()
-        if self.lines > self.kept + self.kept // 2:
+        if self.lines > self._compact_at:
             self.compact(end)
 
     def _drop_file(self) -> None:
@@ -330,6 +332,7 @@ class KeyIndex:
             return
         directory = os.path.dirname(self.path) or "."
         data = b"".join(b"%016x %d\n" % (h, end) for h in self.hashes)
+        self._compact_at = self.lines + self.kept // 2  # if this fails, try again only that much later
         try:
             tfd, tmp = tempfile.mkstemp(dir=directory, prefix=".keys-")
         except OSError as err:
@@ -348,7 +351,8 @@ class KeyIndex:
         os.close(self.fd)
         os.lseek(tfd, 0, os.SEEK_END)
         fcntl.fcntl(tfd, fcntl.F_SETFL, fcntl.fcntl(tfd, fcntl.F_GETFL) | os.O_APPEND)
-        self.fd, self.lines, self.end = tfd, len(self.hashes), end
+        self.fd, self.lines, self.end, self.bad_lines = tfd, len(self.hashes), end, 0
+        self._compact_at = self.kept + self.kept // 2
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -411,8 +415,10 @@ class EventsSink:
         if not sink._regular:
             return sink  # a FIFO or a device: nothing to cut or to read back
         try:
-            sink._index = KeyIndex.open(path + INDEX_SUFFIX, keys_kept)
-            sink._read_back(sink._index.end)
+            index = sink._index = KeyIndex.open(path + INDEX_SUFFIX, keys_kept)
+            sink._read_back(index.end)
+            if index.bad_lines:  # the whole file was read: write the index again without them
+                index.compact(os.fstat(sink._fd).st_size)
         except OSError:
             sink.close()
             raise

@@ -239,6 +239,8 @@ def test_a_run_written_long_ago_is_never_written_again(tmp_path: Path, runs: lis
     again.receive(msgspec.structs.replace(many[0], key="new"))
     again.close()
     assert _keys_in(path) == [e.key for e in many] + ["new"]
+    assert all(len(x.split()) == 2 for x in keys.read_bytes().splitlines())  # a damaged index is written again
+    assert len(keys.read_bytes().splitlines()) == 401
 
 
 def test_a_line_whose_key_missed_the_index_is_found(tmp_path: Path, runs: list[SinkEvent]) -> None:
