@@ -8,16 +8,28 @@ Tasks (all in one :class:`asyncio.TaskGroup`):
   (at most ``follower.SLICE`` bytes) at a time with aiofiles; decoding and pairing a slice run
   in a worker thread.  Paths the watcher reported jump the backlog between two slices; ticks
   finish idle runs, rescans catch lost events;
-* ``sinks``: takes event batches off the queue and hands them to the :class:`FanOut` in a
-  worker thread.
+* ``sinks``: takes event batches off the queue and submits them to the :class:`FanOut`, where
+  every sink has its own queue and worker thread (a sink that blocks stops only itself: it is
+  found stuck and loses events, see :mod:`ringtrace.sinks`); at the end, the sinks' shutdown;
+* ``settler``: what the sinks' workers report back (a batch no sink holds any more frees its
+  share of the in-flight bound; a RunFinished every sink took counts as delivered for the state);
+* ``watchdog``: every tick, stuck sinks are found and shed (so they stop holding the reader);
+* ``hangups``: SIGHUP reopens the sinks' outputs (``reopen()``) and calls ``on_hangup`` (the
+  service re-reads the web config);
+* ``saver`` (with ``--state-dir``).
 
 Memory is bounded by :class:`InFlight`: the input bytes behind every batch read but not yet
-delivered, the slice being read included, never exceed ``IN_FLIGHT_BYTES`` + one slice.  The
-reader waits for room before it reads (back-pressure), whatever the backlog or file size.
+delivered by every sink that is not stuck, the slice being read included, never exceed
+``IN_FLIGHT_BYTES`` + one slice (a stuck sink keeps at most ``sinks.FINISHED_KEPT`` RunFinished
+events besides).  The reader waits for room before it reads (back-pressure), whatever the
+backlog or file size.
 
 ``stop()`` (SIGINT/SIGTERM) ends reading after the current slice, finishes open runs with
-reason ``shutdown``, drains the queue, flushes and closes every sink, within ``SHUTDOWN_SECONDS``.
-Time comes from the injected ``clock`` (monotonic) and ``wall`` (for ``seen_at``).
+reason ``shutdown``, and flushes and closes every sink behind its queue: the whole shutdown
+takes at most ``shutdown_seconds`` (:data:`SHUTDOWN_SECONDS`, the one budget: the service
+sizes the OTLP sink's flush from it) from the signal; sinks get all of it but
+:data:`SHUTDOWN_RESERVE`, and a sink still blocked then is abandoned.  Time comes from the
+injected ``clock`` (monotonic) and ``wall`` (for ``seen_at``).
 """
 
 from __future__ import annotations
@@ -28,8 +40,9 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -38,7 +51,7 @@ import watchfiles
 
 from ringtrace.config import Config
 from ringtrace.records import RunFinished, SinkEvent, Wants
-from ringtrace.sinks import FanOut
+from ringtrace.sinks import STUCK_SECONDS, FanOut
 from ringtrace.tail import state as state_mod
 from ringtrace.tail.follower import SETTLE, SLICE, Follower, Slice
 from ringtrace.tail.hostlogs import HostLogFinder
@@ -54,6 +67,9 @@ log = logging.getLogger("ringtrace.app")
 _T = TypeVar("_T")
 
 SHUTDOWN_SECONDS = 4.5
+"""The shutdown budget: from SIGTERM/SIGINT (or the end of ``--once``'s reading) to the exit."""
+SHUTDOWN_RESERVE = 0.5
+"""The end of the budget kept from the sinks: the last state save and closing the metrics server."""
 IN_FLIGHT_BYTES = 4 * SLICE
 """Input bytes whose events may wait for the sinks (plus the slice being read)."""
 EVENT_WEIGHT = 1024
@@ -110,12 +126,17 @@ class App:
     def __init__(self, cfg: Config, roots: list[str], fanout: FanOut, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  on_batch: Callable[[list[SinkEvent]], None] | None = None,
-                 in_flight_bytes: int = IN_FLIGHT_BYTES, wants: Wants | None = None) -> None:
+                 in_flight_bytes: int = IN_FLIGHT_BYTES, wants: Wants | None = None,
+                 shutdown_seconds: float = SHUTDOWN_SECONDS, stuck_seconds: float = STUCK_SECONDS,
+                 on_hangup: Callable[[], Awaitable[object]] | None = None) -> None:
         self.cfg = cfg
         self.fanout = fanout
         self.clock = clock
         self.wall = wall
-        self.on_batch = on_batch
+        self.on_batch = on_batch  # sees every batch as it is submitted to the sinks
+        self.shutdown_seconds = shutdown_seconds
+        self.stuck_seconds = stuck_seconds
+        self.on_hangup = on_hangup  # awaited after the sinks' reopen on SIGHUP
         self.state_dir = Path(cfg.state_dir) if cfg.state_dir else None
         self.store = state_mod.Store(self.state_dir) if self.state_dir is not None else None
         saved = self.store.load() if self.store is not None else None  # an unusable state file is moved aside
@@ -138,8 +159,14 @@ class App:
         self._undelivered: set[tuple[str, int]] = set()  # finished runs queued but not yet taken by the sinks
         self._save_soon = asyncio.Event()
         self._sinks_done = asyncio.Event()
-        # One thread reads and decodes, one delivers to the sinks: work stays on the same two threads
-        # (fewer malloc arenas holding freed slices than a pool of six) and each stage stays in order.
+        # from the sinks' workers: ("settled", weight) / ("taken", RunFinished); None ends the settler
+        self._reports: asyncio.Queue[tuple[str, object] | None] = asyncio.Queue()
+        self._settled_all = asyncio.Event()
+        self._hup = asyncio.Event()
+        self._deadline: float | None = None  # the clock's time the shutdown budget ends
+        # One thread reads and decodes: work stays on the same thread (fewer malloc arenas holding
+        # freed slices than a pool of six) and in order.  Each sink has its own worker (FanOut.start);
+        # this thread only waits for their shutdown.
         self._reader_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-reader")
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="ringtrace-sinks")
 
@@ -150,18 +177,49 @@ class App:
         return await asyncio.get_running_loop().run_in_executor(self._sink_pool, fn, *args)
 
     def stop(self) -> None:
+        """Begin the shutdown (idempotent): the budget of ``shutdown_seconds`` starts at the first call."""
         self.ready = False  # /readyz says 503 from the signal on
+        if self._deadline is None:
+            self._deadline = self.clock() + self.shutdown_seconds
+        self.fanout.hurry()  # a sink idle for a second now is stuck: it must not hold the last slice back
         self._stopping.set()
         self._wake.set()
 
+    def hangup(self) -> None:
+        """SIGHUP: reopen the sinks' outputs and call ``on_hangup`` (in the ``hangups`` task)."""
+        self._hup.set()
+
+    def readiness(self) -> tuple[bool, str]:
+        """For /readyz: ready once the watch runs, until the stop; not while a sink is stuck (its name given)."""
+        if not self.ready:
+            return False, ""
+        stuck = self.fanout.stuck(self.clock())
+        if stuck:
+            return False, "; ".join(f"sink {name} stuck: its oldest event has waited {waited:.0f}s"
+                                    for name, waited in stuck)
+        return True, ""
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop)
+        handlers = {signal.SIGINT: self.stop, signal.SIGTERM: self.stop, signal.SIGHUP: self.hangup}
+        before = {}
+        for sig, handler in handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                previous = signal.getsignal(sig)
+                loop.add_signal_handler(sig, handler)
+                before[sig] = previous
+
+        def report(kind: str, what: object) -> None:  # on a sink's worker thread
+            loop.call_soon_threadsafe(self._reports.put_nowait, (kind, what))
+
+        self.fanout.start(clock=self.clock, settled=partial(report, "settled"), taken=partial(report, "taken"),
+                          stuck_after=self.stuck_seconds)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._sinks(), name="sinks")
+                tg.create_task(self._settler(), name="settler")
+                tg.create_task(self._watchdog(), name="watchdog")
+                tg.create_task(self._hangups(), name="hangups")
                 if self.state_dir is not None:
                     tg.create_task(self._saver(), name="saver")
                 reader = tg.create_task(self._reader(), name="reader")
@@ -170,9 +228,10 @@ class App:
                     await reader
                     watcher.cancel()
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig, previous in before.items():  # what was there before (the CLI's start-up handlers)
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
                     loop.remove_signal_handler(sig)
+                    signal.signal(sig, previous)
             self._reader_pool.shutdown(wait=False)
             self._sink_pool.shutdown(wait=False)
         return 0
@@ -484,26 +543,56 @@ class App:
     # -- sinks ----------------------------------------------------------------------------
 
     async def _sinks(self) -> None:
+        """Submit each batch to the sinks' outlets (never waits for a sink); at the end, their shutdown."""
         while True:
             item = await self._queue.get()
             if item is None:
                 break
             batch, weight = item
-            try:
-                await self._on_sinks(self.fanout.receive_all, batch)
-                if self.on_batch is not None:
-                    self.on_batch(batch)
-            finally:
-                await self.in_flight.release(weight)
-                delivered = [_run_id(e) for e in batch if type(e) is RunFinished]
-                if delivered:
-                    self._undelivered.difference_update(delivered)
-                    self._save_soon.set()
-        await self._save_state()  # every finish the sinks took is remembered before they flush
+            self.fanout.submit(batch, weight)  # the weight is released when no sink holds the batch any more
+            if self.on_batch is not None:
+                self.on_batch(batch)
+        if self._deadline is None:  # --once, or the reader ended by itself: the budget starts now
+            self._deadline = self.clock() + self.shutdown_seconds
+        self.fanout.hurry()
+        await self._on_sinks(self.fanout.shutdown, self._deadline - SHUTDOWN_RESERVE)
+        self._reports.put_nowait(None)  # after every report the workers sent until now
+        await self._settled_all.wait()
+        await self._save_state()  # every finish all the sinks took is remembered
         self._sinks_done.set()
-        try:
-            async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await self._on_sinks(self.fanout.flush)
-        except TimeoutError:
-            log.error("sinks did not flush within %.1fs; exiting anyway", SHUTDOWN_SECONDS)
-        await self._on_sinks(self.fanout.close)
+
+    async def _settler(self) -> None:
+        """What the sinks' workers report: a settled batch frees its in-flight bytes; a run every sink
+        took counts as delivered (the saver saves it soon)."""
+        while (item := await self._reports.get()) is not None:
+            kind, what = item
+            if kind == "settled":
+                assert isinstance(what, int)
+                await self.in_flight.release(what)
+            elif isinstance(what, RunFinished):
+                self._undelivered.discard(_run_id(what))
+                self._save_soon.set()
+        self._settled_all.set()
+
+    async def _watchdog(self) -> None:
+        """Every tick: find stuck sinks and shed what they hold (nothing else wakes them while the reader waits)."""
+        while not self._sinks_done.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK_SECONDS):
+                    await self._sinks_done.wait()
+            self.fanout.check(self.clock())
+
+    async def _hangups(self) -> None:
+        """SIGHUP: the sinks reopen their outputs (queued behind their events), then ``on_hangup``."""
+        while True:
+            await self._wait_any(self._hup, self._sinks_done)
+            if self._sinks_done.is_set() or self._stopping.is_set():
+                return
+            self._hup.clear()
+            n = self.fanout.reopen()
+            log.info("SIGHUP: %d output(s) to reopen", n)
+            if self.on_hangup is not None:
+                try:
+                    await self.on_hangup()
+                except Exception as err:
+                    log.error("SIGHUP: %s", err)

@@ -178,10 +178,15 @@ class PerfettoDirSink:
     removed, the rest of the run's events are ignored (so no truncated trace is ever renamed
     into place), and the error is raised to the caller, the :class:`~ringtrace.sinks.FanOut`,
     which logs and counts it (``ringtrace_sink_errors_total{sink="perfetto-dir"}``).  Runs that
-    fail together in :meth:`flush` or :meth:`close` are raised as one :class:`ExceptionGroup`,
-    counted once per run.  ``errors`` counts the discarded runs too.
-    :meth:`close` writes runs still open (their open slices end one tick after their last
-    record, marked ``open_at_close``; the process is labelled UNFINISHED).
+    fail together in :meth:`flush` are raised as one :class:`ExceptionGroup`, counted once per
+    run.  ``errors`` counts the discarded runs too.
+
+    Only a finished run gets a file under its final name.  :meth:`close` discards the runs
+    still open (their temp files are removed, ``discarded_at_close`` counts them): at a
+    shutdown with ``--state-dir`` the restart reads such a run whole and writes its trace then
+    (without it the app finishes open runs as ``shutdown`` before closing, so none is open).
+    :meth:`dropped` (the fan-out: some of a run's events were dropped while this sink was
+    stuck) discards that run's trace the same way, and the rest of the run is ignored.
 
     The constructor removes temp files of a previous process that was killed mid-run (names of
     :func:`trace_file_name` + ``.tmp``): a run that comes back is written anew, one that does not
@@ -199,6 +204,8 @@ class PerfettoDirSink:
         self._failed: set[Source] = set()  # runs whose trace was discarded, until their RunFinished
         self.written: list[Path] = []
         self.errors = 0
+        self.discarded_at_close = 0
+        self.discarded_dropped = 0  # runs whose trace was given up because events of theirs were dropped
         stale = [p for p in self.directory.glob("*.tmp") if _TEMP_NAME.fullmatch(p.name)]
         for path in stale:
             with contextlib.suppress(OSError):
@@ -258,15 +265,30 @@ class PerfettoDirSink:
         if failures:
             raise ExceptionGroup("perfetto-dir: traces discarded", failures)
 
+    def dropped(self, source: Source) -> None:
+        """Events of ``source``'s run never reach this sink: its trace would be incomplete, so none is
+        written (the temp file is removed; the run's later events are ignored until its RunFinished)."""
+        if not source.path:
+            return
+        out = self._open.pop(source, None)
+        if out is not None:
+            with contextlib.suppress(OSError):
+                out.abort()
+        if source not in self._failed:
+            self._failed.add(source)
+            self.discarded_dropped += 1
+            log.warning("perfetto-dir: events of %s were dropped (the sink was stuck): its trace is not written",
+                        source.path)
+
     def close(self) -> None:
-        failures: list[Exception] = []
-        for src, out in list(self._open.items()):
-            del self._open[src]
-            try:
-                out.commit()
-                self.written.append(out.path)
-            except Exception as err:
-                failures.append(self._discard(src, out, err, out.path.name))
+        """Discard the runs still open: no file under a final name for a run that did not finish."""
+        open_runs = list(self._open.values())
+        self._open.clear()
         self._failed.clear()
-        if failures:
-            raise ExceptionGroup("perfetto-dir: traces discarded", failures)
+        for out in open_runs:
+            with contextlib.suppress(OSError):
+                out.abort()
+        if open_runs:
+            self.discarded_at_close += len(open_runs)
+            log.info("perfetto-dir: %d run(s) still open at close: no trace written for them (a restart with "
+                     "--state-dir reads them whole)", len(open_runs))

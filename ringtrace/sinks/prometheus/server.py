@@ -3,8 +3,9 @@
 * ``/metrics``: ``render(accept)`` -> (body, content type), called in a worker thread so a scrape
   never blocks the loop; gzip when ``Accept-Encoding`` allows it.  A failing render answers a
   generic 500 and is logged.
-* ``/healthz`` (200 while the process serves) and ``/readyz`` (200 when ``ready()``, else 503)
-  answer without authentication: they tell nothing but "ok", so probes need no secret.
+* ``/healthz`` (200 while the process serves) and ``/readyz`` (200 when ``ready()``, else 503,
+  with the reason ``ready()`` gives, e.g. the name of a stuck sink) answer without
+  authentication: they tell nothing but "ok" or what is not, so probes need no secret.
 * ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt
   basic auth, extra headers.  The listening socket is plain; each accepted connection is upgraded
   with ``loop.start_tls`` using the TLS context in force at that moment, so edits and renewed
@@ -47,6 +48,8 @@ __all__ = ["MetricsServer", "Render", "WebConfigError", "load_web_config", "pars
 log = logging.getLogger("ringtrace.http")
 
 Render = Callable[[str], tuple[bytes, str]]
+Ready = Callable[[], bool | tuple[bool, str]]
+"""Readiness: a bool, or (ready, why not) whose reason /readyz shows after ``not ready: ``."""
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 30.0
@@ -229,12 +232,12 @@ class MetricsServer:
     """Serves ``render`` on ``addr`` (port 0 picks a free port: read :attr:`port` after :meth:`start`).
 
     ``web_config`` is read and validated here (raises :class:`WebConfigError`).  ``ready`` is
-    called on every ``/readyz`` request, on the event loop: it must be cheap.  ``render`` is
+    called on every ``/readyz`` request, on the event loop: it must be cheap (see :data:`Ready`).  ``render`` is
     called in a worker thread and must be thread-safe.  :meth:`start` and :meth:`stop` run in
     the event loop that serves.
     """
 
-    def __init__(self, addr: str, render: Render, ready: Callable[[], bool] = lambda: True,
+    def __init__(self, addr: str, render: Render, ready: Ready = lambda: True,
                  web_config: Path | None = None, *, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float = IDLE_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT) -> None:
         self.host, self._port, self.family = parse_addr(addr)
@@ -382,12 +385,13 @@ class MetricsServer:
             return web.Response(body=b"ok\n", headers={**headers, "Content-Type": TEXT})
         if path == "/readyz":
             try:
-                ready = bool(self.ready())
+                got = self.ready()
+                ready, why = got if isinstance(got, tuple) else (bool(got), "")
             except Exception:
                 log.debug("ready() failed", exc_info=True)
-                ready = False
-            return web.Response(status=200 if ready else 503, body=b"ready\n" if ready else b"not ready\n",
-                                headers={**headers, "Content-Type": TEXT})
+                ready, why = False, ""
+            body = b"ready\n" if ready else (f"not ready: {why}\n" if why else "not ready\n").encode()
+            return web.Response(status=200 if ready else 503, body=body, headers={**headers, "Content-Type": TEXT})
         auth, given = active.auth, request.headers.get("Authorization")
         if not auth.known(given) and not await asyncio.get_running_loop().run_in_executor(
                 self._auth_pool, auth.check, given):  # bcrypt: slow by design, on its own pool
