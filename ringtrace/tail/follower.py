@@ -176,14 +176,13 @@ class Follower:
         self.guard = b""  # the last GUARD bytes read, ending at offset
         self.first_line = b""  # up to the first newline (or GUARD bytes), to recognise a rewrite
         self.last_change = 0.0  # monotonic time bytes last arrived or the file last changed
-        self.content = hashlib.sha256()  # of the run's bytes [0, offset)
+        self.content = hashlib.sha256()  # of the run's bytes [0, offset) (between runs: of a check's bytes)
         self.read_mtime = 0  # the file's mtime at the look whose bytes were read last
         self.complete = False  # every promised record has arrived; waiting ``settle`` quiet seconds for more
         self.finished: Finished | None = None  # the last finished run's identity (None: none, or cut short)
         self.finished_reason: FinishReason | None = None
         self.checking: Finished | None = None  # a re-read that only hashes: does the file still hold this run?
         self._check_at = 0
-        self._check_hash = hashlib.sha256()
         self._wall = 0.0  # the wall clock of the last look
 
     @property
@@ -311,7 +310,7 @@ class Follower:
                 return None
             self.checking = own._replace(dev=st.st_dev)  # only its mtime changed, perhaps: hash it to know
             self._check_at = 0
-            self._check_hash = hashlib.sha256()
+            self.content = hashlib.sha256()
             return Slice(0, 0, min(SLICE, st.st_size), st.st_size)
         self._start(fid, st, now, wall)
         return None
@@ -351,11 +350,11 @@ class Follower:
             self.checking = None  # the file shrank under the check: changed
             self._start((st.st_dev, st.st_ino), st, now, self._wall)
             return True
-        self._check_hash.update(data)
+        self.content.update(data)
         self._check_at += len(data)
         if self._check_at < chk.size:
             return True
-        if self._check_hash.hexdigest()[:DIGEST_HEX] == chk.digest:
+        if self.content.hexdigest()[:DIGEST_HEX] == chk.digest:
             self._adopt(chk._replace(mtime_ns=st.st_mtime_ns), "modified (mtime) with the same content")
             return False
         self.checking = None

@@ -87,6 +87,7 @@ def test_kills_at_random_points_emit_each_run_once(tmp_path: Path, seed: int) ->
     assert ev.read_bytes().endswith(b"\n")  # the last pass left no torn tail (it cuts one at its start)
     assert got == expected  # each run exactly once, with the figures of a one-shot read
     assert {e["reason"] for e in lines(ev)} == {"complete"}
+    assert len({e["run_key"] for e in lines(ev)}) == n  # and by run key
 
 
 def test_a_line_torn_by_a_kill_is_cut_and_its_run_written_whole(tmp_path: Path) -> None:
