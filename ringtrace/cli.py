@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (searched recursively) or globs")
     p.add_argument("--once", action="store_true", default=None,
                    help="read what exists now, finish it, flush sinks and exit")
+    p.add_argument("--quiet", action="store_true", default=None,
+                   help="no start, per-run and exit lines on stderr (warnings and errors still are)")
     p.add_argument("--poll", action="store_true", default=None, help="poll instead of file-system events")
     p.add_argument("--poll-interval", type=float, help="seconds between polls in --poll mode (default 0.1)")
     p.add_argument("--rescan-interval", type=float, help="seconds between safety-net rescans (default 10)")
@@ -336,6 +338,9 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
 
     from ringtrace.service import assemble
     from ringtrace.sinks.prometheus.webconfig import WebConfigError
+
+    if not cfg.quiet:  # the start line, one line per finished run, the exit line (in --log-format)
+        logging.getLogger("ringtrace.watch").setLevel(logging.INFO)
 
     try:
         service = assemble(cfg, list(args.paths))

@@ -48,6 +48,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     events: str = ""
     host_log_glob: str = ""
     once: bool = False
+    quiet: bool = False  # watch: no start, per-run and exit lines on stderr
     # prometheus
     metrics_addr: str = ""
     web_config: str = ""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ringtrace.app import SHUTDOWN_RESERVE, SHUTDOWN_SECONDS, App
 from ringtrace.config import Config
 from ringtrace.sinks import FanOut, Sink
+from ringtrace.sinks.console import WatchLogSink
 from ringtrace.sinks.events import EventsSink
 
 if TYPE_CHECKING:
@@ -69,11 +70,13 @@ class StdoutStream(io.FileIO):
 class Service:
     """A watch process: the app, its sinks and the metrics server, run in one event loop."""
 
-    def __init__(self, app: App, fanout: FanOut, server: MetricsServer | None, notes: list[str]) -> None:
+    def __init__(self, app: App, fanout: FanOut, server: MetricsServer | None, notes: list[str],
+                 roots: list[str] | None = None) -> None:
         self.app = app
         self.fanout = fanout
         self.server = server
         self.notes = notes
+        self.roots = roots or []
         self._started = False
         if server is not None and app.on_hangup is None:
             app.on_hangup = self.reload
@@ -97,12 +100,20 @@ class Service:
         self._started = True
 
     async def run(self) -> int:
-        """``start()`` if not done yet, then the app until it stops, then ``stop()``; the app's exit code."""
+        """``start()`` if not done yet, then the app until it stops, then ``stop()``; the app's exit code.
+        Says what it watches and where it writes at start, and how it ended at exit (``ringtrace.watch``)."""
         await self.start()
+        said = logging.getLogger("ringtrace.watch")
+        said.info("watching %s; outputs: %s", ", ".join(self.roots) or "-",
+                  "; ".join(self.notes) or "none but this log")
+        code = 1
         try:
-            return await self.app.run()
+            code = await self.app.run()
+            return code
         finally:
             await self.stop()
+            done = next((s for s in self.fanout.sinks if isinstance(s, WatchLogSink)), None)
+            said.info("stopped (exit %d)%s", code, f": {done.finished} run(s) finished" if done else "")
 
     async def stop(self) -> None:
         """Stop serving metrics (idempotent)."""
@@ -162,6 +173,8 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
 
     ``shutdown_seconds`` is the one shutdown budget: the app's, and the OTLP flush is sized from it."""
     sinks, notes = sinks_from_config(cfg, shutdown_seconds)
+    if not cfg.quiet:  # one line per finished run on stderr
+        sinks.append(WatchLogSink(logging.getLogger("ringtrace.watch")))
     fanout = FanOut([*(extra or []), *sinks])
     prom: PrometheusSink | None = None
     otlp: OtlpSink | None = next((s for s in sinks if s.name == "otlp"), None)  # type: ignore[assignment]
@@ -183,4 +196,4 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
 
         server = MetricsServer(cfg.metrics_addr, prom.render, ready=app.readiness,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)
-    return Service(app, fanout, server, notes)
+    return Service(app, fanout, server, notes, roots)
