@@ -280,7 +280,7 @@ class App:
                 now = self.clock()
                 await self._take_dirty()
                 if self.polling:
-                    tailer.poll_active()
+                    await self._on_reader(tailer.poll_active)
                 if now >= next_rescan or self._rescan_now:
                     self._rescan_now = False
                     next_rescan = now + self.cfg.rescan_interval

@@ -292,10 +292,19 @@ class Tailer:
         return out
 
     def poll_active(self) -> None:
-        """Polling mode: queue every file being written.  The polling watcher compares mtimes in
-        whole seconds, so writes within a second of the last change send no event."""
+        """Polling mode: queue every file being written whose stat says a look would do something (the
+        polling watcher compares mtimes in whole seconds, so writes within a second of the last change
+        send no event).  A file with nothing new is not queued, so :meth:`tick` can finish it.  Runs on
+        the app's reader thread (a stat per active file)."""
         for f in list(self.followers.values()):
-            if f.active:
+            if not f.active:
+                continue
+            try:
+                st = os.stat(f.path)
+            except OSError:
+                self._queue(f, URGENT)  # gone: the look says so
+                continue
+            if f.pending(st):
                 self._queue(f, URGENT)
 
     def changed(self, paths: Iterable[str]) -> None:

@@ -46,7 +46,7 @@ T = TypeVar("T")
 def exporter_command(paths: list[Path], addr: str, *extra: str) -> list[str]:
     """The process under test: ``ringtrace watch`` serving metrics on ``addr``."""
     return [*RINGTRACE, "watch", *map(str, paths), "--metrics-addr", addr, "--idle-timeout", "2",
-            "--log-level", "info", *extra]
+            "--log-level", "info", "--host-log-glob", "*.log", *extra]
 
 
 
@@ -177,6 +177,8 @@ def make_runs(root: Path) -> list[Path]:
         write(root.joinpath("wedged", *l2),
               (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "dfx_outputs" / "scope_stats" /
                "scope_stats.jsonl").read_bytes()),
+        write(root / "wedged" / "host.log",  # its host log: the failed-runs tables
+              (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "host.log").read_bytes()),
         write(root.joinpath("fatal", *l2), one_scope_run("f.cpp:3", 100, fatal=True, dropped=3)),
         write(root.joinpath("garbled", *l2), one_scope_run("g.cpp:1", 10).replace("\n", "\n{not json\n", 1)),
     ]
@@ -302,6 +304,7 @@ def _key(a: dict[str, Any]) -> tuple[str, str, str, str]:
 
 EXPECTED = {
     ("RingtraceScopeWedged", "critical", "wedged", ""): {"firing"},
+    ("RingtraceRunFailed", "critical", "wedged", ""): {"firing"},  # its host log: FLOW_CONTROL_DEADLOCK
     ("RingtraceRunFatal", "critical", "fatal", ""): {"firing"},
     ("RingtraceRecordsDropped", "warning", "fatal", ""): {"firing"},
     ("RingtraceRingPinnedNearCapacity", "critical", "near", "0"): {"pending", "firing"},
@@ -369,7 +372,7 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
             results = []
             for run in ("near", "wedged"):
                 q = (expr.replace("$__rate_interval", "1m").replace("$run", run).replace("$rank", ".*")
-                     .replace("$instance", ".*"))
+                     .replace("$dispatch", ".*").replace("$instance", ".*"))
                 results.extend(api.query(q))  # raises (and the wait fails) when Prometheus rejects it
             if not results:
                 empty.append(where)
