@@ -18,13 +18,9 @@ prometheus-client, OpenTelemetry and protobuf).
 
 from ringtrace.config import Config
 from ringtrace.config import build as build_config
-from ringtrace.decode import Decoder
-from ringtrace.diagnose import Thresholds, diagnose
-from ringtrace.hostlog import HostLogParser, log_only_run
-from ringtrace.hostlog_match import match_logs
-from ringtrace.pair import Pairer
-from ringtrace.readfiles import read_files
-from ringtrace.records import (
+from ringtrace.hostlog.match import match_logs
+from ringtrace.hostlog.parse import HostLogParser, log_only_run
+from ringtrace.model.records import (
     Finding,
     HostLog,
     Labels,
@@ -39,8 +35,12 @@ from ringtrace.records import (
     Source,
     Usage,
 )
-from ringtrace.run import Run
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut, Sink
+from ringtrace.stages.decode import Decoder
+from ringtrace.stages.diagnose import Thresholds, diagnose
+from ringtrace.stages.pair import Pairer
+from ringtrace.stages.run import Run
 
 __all__ = [
     "Config",

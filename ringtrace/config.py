@@ -18,8 +18,8 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.records import RESOURCES
+from ringtrace.model.records import RESOURCES
+from ringtrace.stages.diagnose import Thresholds
 
 ENV_PREFIX = "RINGTRACE_"
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from ringtrace.records import RESOURCES, Scope
+from ringtrace.model.records import RESOURCES, Scope
 from ringtrace.sinks.otlp._select import METRICS
 from ringtrace.sinks.otlp._spans import Attrs, SpanData
 

@@ -7,7 +7,7 @@ Views by source path for the tests that need them: ``seen`` (``RunStarted.seen_a
 
 from __future__ import annotations
 
-from ringtrace.records import Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
+from ringtrace.model.records import Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
 
 
 class Collect:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from ringtrace.decode import Decoder, Item
-from ringtrace.pair import Pairer
-from ringtrace.records import Meta, PairEvent, Problem, Record, RunSummary
+from ringtrace.model.records import Meta, PairEvent, Problem, Record, RunSummary
+from ringtrace.stages.decode import Decoder, Item
+from ringtrace.stages.pair import Pairer
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 

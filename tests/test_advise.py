@@ -27,8 +27,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ringtrace import sim
-from ringtrace.advise import (
+from ringtrace.analysis.advise import (
     COMPILE_DEFAULT,
     CONFIG_KEY,
     RunFacts,
@@ -40,11 +39,12 @@ from ringtrace.advise import (
     snippet,
 )
 from ringtrace.cli import main
-from ringtrace.diagnose import Thresholds
-from ringtrace.readfiles import read_files
-from ringtrace.records import RESOURCES, RunAdvice, RunFinished
+from ringtrace.demo import sim
+from ringtrace.model.records import RESOURCES, RunAdvice, RunFinished
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
+from ringtrace.stages.diagnose import Thresholds
 
 HEADROOM = 0.1
 MAX_RUNS = 9

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.runtime import COMPILE_DEFAULTS, accept
+from ringtrace.model.runtime import COMPILE_DEFAULTS, accept
 
 SIZING = Path(__file__).parent / "fixtures" / "sizing"
 MINIMA = [m for m in json.loads((SIZING / "minimal_sizes.json").read_text()) if not m.get("skipped")]

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from ringtrace import config
-from ringtrace.app import EVENT_WEIGHT, App
-from ringtrace.records import WANT_ALL, RunFinished, RunProgress, SinkEvent
-from ringtrace.sim import generate_bytes
+from ringtrace.demo.sim import generate_bytes
+from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent
+from ringtrace.reading.app import EVENT_WEIGHT, App
+from ringtrace.reading.tail.follower import SLICE
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink
 from ringtrace.sinks.prometheus import PrometheusSink
-from ringtrace.tail.follower import SLICE
 from tests._rss import peak_rss
 from tests.conftest import SAMPLES
 

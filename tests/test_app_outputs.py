@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from ringtrace import sim
-from ringtrace.app import SHUTDOWN_SECONDS
+from ringtrace.demo import sim
+from ringtrace.reading.app import SHUTDOWN_SECONDS
 from ringtrace.sinks.events import EventsSink
 from tests._ports import free_port
 from tests._writer import Writer, wait_for, writer_fixture

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.decode import MAX_LINE
+from ringtrace.stages.decode import MAX_LINE
 from tests.conftest import SAMPLES, Line, WriteJsonl, encode_lines, meta, rec
 
 BGEMM = SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ringtrace.decode import MAX_LINE, Decoder
-from ringtrace.records import Meta, Problem, Record
+from ringtrace.model.records import Meta, Problem, Record
+from ringtrace.stages.decode import MAX_LINE, Decoder
 from tests.conftest import SAMPLES, Line, encode_lines, meta, read_bytes, read_lines, rec, with_totals
 
 SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"

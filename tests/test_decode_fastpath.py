@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace.decode import MAX_LINE, Decoder, Item
-from ringtrace.pair import Pairer
-from ringtrace.records import Meta, PairEvent, Record, RunProgress, RunSummary, Source
-from ringtrace.run import Run
+from ringtrace.model.records import Meta, PairEvent, Record, RunProgress, RunSummary, Source
+from ringtrace.stages.decode import MAX_LINE, Decoder, Item
+from ringtrace.stages.pair import Pairer
+from ringtrace.stages.run import Run
 
 SITES = ("(unknown):0", "a.cpp:1", "b.cpp:2", 'q"uote.cpp:3', "br}{ace.cpp:4")
 

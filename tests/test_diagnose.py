@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.diagnose import Thresholds, diagnose, likely_error
-from ringtrace.records import RESOURCES, Finding, RunFinished, Source
-from ringtrace.run import Run
+from ringtrace.model.records import RESOURCES, Finding, RunFinished, Source
+from ringtrace.stages.diagnose import Thresholds, diagnose, likely_error
+from ringtrace.stages.run import Run
 from tests._collector import collected, deep_program
 from tests.conftest import SAMPLES, Line, encode_lines, meta, rec, with_totals
 

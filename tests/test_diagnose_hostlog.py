@@ -1,4 +1,4 @@
-"""What the host log adds to the findings (``ringtrace.diagnose``): every code of the enum, which pool
+"""What the host log adds to the findings (``ringtrace.stages.diagnose``): every code of the enum, which pool
 overflowed for code 4, a provable deadlock, the scheduler's codes on a wedge.
 
 Every run goes through ``Run`` (decoder + pairer + diagnose) with the log, as the commands do.
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from ringtrace.records import Deadlock, Finding, HostLog, RunFinished, Source
-from ringtrace.run import Run
-from ringtrace.runtime import ERROR_CODES
+from ringtrace.model.records import Deadlock, Finding, HostLog, RunFinished, Source
+from ringtrace.model.runtime import ERROR_CODES
+from ringtrace.stages.run import Run
 from tests.conftest import Line, encode_lines, rec, with_totals
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from ringtrace import sim
 from ringtrace.cli import main
+from ringtrace.demo import sim
 
 KIB = 1024
 BASE = sim.Scenario(name="diff", program="moe_layer", seed=11, loops=(4, 3), tasks=(0, 2, 3),

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ringtrace import sim
+from ringtrace.demo import sim
 
 
 def ringtrace(*args: str) -> subprocess.CompletedProcess[str]:

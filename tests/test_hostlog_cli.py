@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.diagnose import Thresholds
-from ringtrace.hostlog import parse_host_log
-from ringtrace.hostlog_cli import ExpectError, parse_expect, parse_size
-from ringtrace.readfiles import read_files
+from ringtrace.hostlog.parse import parse_host_log
+from ringtrace.hostlog.plan import ExpectError, parse_expect, parse_size
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import EventsSink
+from ringtrace.stages.diagnose import Thresholds
 from tests.conftest import SAMPLES, WriteJsonl, meta, rec
 from tests.test_cli import Result as CliResult
 from tests.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.hostlog import parse_host_log
-from ringtrace.runtime import ERROR_CODES
+from ringtrace.hostlog.parse import parse_host_log
+from ringtrace.model.runtime import ERROR_CODES
 from tests.conftest import WriteJsonl, meta, rec
 from tests.test_cli import (
     Result,

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.hostlog import parse_host_log
-from ringtrace.hostlog_match import contradiction, match_logs
-from ringtrace.records import Deadlock, HostLog, Meta, RingSizes
+from ringtrace.hostlog.match import contradiction, match_logs
+from ringtrace.hostlog.parse import parse_host_log
+from ringtrace.model.records import Deadlock, HostLog, Meta, RingSizes
 from tests.conftest import SAMPLES, encode_lines, meta, rec
 from tests.test_cli import (
     Result,

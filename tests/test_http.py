@@ -27,13 +27,13 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources, source_labels
-from ringtrace.records import Source
-from ringtrace.run import Run
+from ringtrace.model.records import Source
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.server import MetricsServer, Render, parse_addr
 from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
+from ringtrace.sources.paths import find_sources, source_labels
+from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import Run
 from tests._require import require
 from tests._writer import wait_for
 

@@ -8,7 +8,8 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from ringtrace.layout import (
+from ringtrace.model.records import Labels
+from ringtrace.sources.paths import (
     Candidate,
     find_inputs,
     find_sources,
@@ -17,7 +18,6 @@ from ringtrace.layout import (
     read_program,
     source_labels,
 )
-from ringtrace.records import Labels
 from tests.conftest import SAMPLES
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ringtrace.decode import Decoder
-from ringtrace.layout import find_sources
-from ringtrace.pair import DEPTH_CAP, CappedSummary, Pairer
-from ringtrace.records import (
+from ringtrace.model.records import (
     RESOURCES,
     Abandoned,
     Meta,
@@ -20,6 +17,9 @@ from ringtrace.records import (
     UnmatchedEnd,
     Usage,
 )
+from ringtrace.sources.paths import find_sources
+from ringtrace.stages.decode import Decoder
+from ringtrace.stages.pair import DEPTH_CAP, CappedSummary, Pairer
 from tests._collector import collected, deep_program
 from tests.conftest import SAMPLES, meta, read_lines, rec, with_totals
 

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace.decode import Decoder
-from ringtrace.records import RESOURCES, Abandoned, Scope, UnmatchedEnd
+from ringtrace.model.records import RESOURCES, Abandoned, Scope, UnmatchedEnd
+from ringtrace.stages.decode import Decoder
 from tests.conftest import read_bytes
 
 SITES = ("(unknown):0", "a.cpp:1", "b.cpp:2", "a.cpp:3")

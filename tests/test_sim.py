@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace import sim
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources, source_labels
-from ringtrace.readfiles import read_files
-from ringtrace.records import Record, RunFinished
+from ringtrace.demo import sim
+from ringtrace.model.records import Record, RunFinished
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
+from ringtrace.sources.paths import find_sources, source_labels
+from ringtrace.stages.diagnose import Thresholds
 from tests._sinks import Collect
 
 SAMPLE = (Path(__file__).parent / "fixtures" / "samples" / "outputs" /

@@ -6,7 +6,7 @@ the min and max occupancy of every ring and resource, the per-scope figures, the
 finished run.  :func:`render` turns what it collected into one HTML file: no network, no CDN (the
 page's own script draws inline SVG from the data embedded in it), so it opens offline.  The page
 leads with the verdict (wedged, failed, near capacity, healthy) and the advice (the program answer
-of :func:`ringtrace.advise.advise_programs` and its RunConfig); with several sources an overview
+of :func:`ringtrace.analysis.advise.advise_programs` and its RunConfig); with several sources an overview
 (problems first) comes before a section per source.  The numbers shown are the ``summary --format
 json`` file object of each run, embedded as is.
 """
@@ -18,8 +18,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ringtrace.advise import ProgramAnswer, RunFacts, advise_programs, program_json, snippet
-from ringtrace.records import RESOURCES, WANT_ALL, Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
+from ringtrace.analysis.advise import ProgramAnswer, RunFacts, advise_programs, program_json, snippet
+from ringtrace.model.records import RESOURCES, WANT_ALL, Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
 from ringtrace.report._page import page
 from ringtrace.report._series import Series
 from ringtrace.sinks.summary import file_object
@@ -126,7 +126,7 @@ def verdict(fin: RunFinished) -> dict[str, str]:
         cause = fin.wedge_causes[-1] if fin.wedge_causes else None
         code = ""
         if cause is not None and cause.code is not None:
-            from ringtrace.runtime import error_name
+            from ringtrace.model.runtime import error_name
 
             code = (f"; {'confirmed' if cause.confirmed else 'likely'} orch_error_code={cause.code} "
                     f"{error_name(cause.code) or ''}").rstrip()

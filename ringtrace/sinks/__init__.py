@@ -3,7 +3,7 @@
 A sink is three methods, called from one thread at a time (its own worker in ``watch``, the
 caller of ``convert``/``summary``), in event order:
 
-* ``receive(event)``: take one :class:`~ringtrace.records.SinkEvent`.  It should not block for
+* ``receive(event)``: take one :class:`~ringtrace.model.records.SinkEvent`.  It should not block for
   long (no network round trips: hand those to an own worker) and should not raise; events
   and the records inside them are immutable and may be kept.
 * ``flush()``: push out what is buffered (called before shutdown and at ``--once`` exit).
@@ -11,8 +11,8 @@ caller of ``convert``/``summary``), in event order:
 
 Optional, looked up with ``getattr``:
 
-* ``wants`` (a :class:`~ringtrace.records.Wants`): what the sink reads of
-  :class:`~ringtrace.records.RunProgress`; without one it gets everything.  When no sink of a
+* ``wants`` (a :class:`~ringtrace.model.records.Wants`): what the sink reads of
+  :class:`~ringtrace.model.records.RunProgress`; without one it gets everything.  When no sink of a
   fan-out wants records or pair events, the reader builds and queues none (:attr:`FanOut.wants`).
 * ``reopen()``: open the output again at its path (SIGHUP, logrotate's ``postrotate``
   convention: the file was renamed away, new lines go to a new file).  A failure is logged and
@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
-from ringtrace.records import WANT_ALL, RunFinished, SinkEvent, Source, Wants
+from ringtrace.model.records import WANT_ALL, RunFinished, SinkEvent, Source, Wants
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
-from ringtrace.runtime import error_name
+from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.model.runtime import error_name
 
 
 def verdict(fin: RunFinished) -> str:

@@ -50,7 +50,7 @@ from typing import IO
 
 import msgspec
 
-from ringtrace.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
 
 KEYS_KEPT = 100_000

@@ -15,9 +15,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.advise import advice_json
-from ringtrace.diagnose import describe_log, fmt_amount
-from ringtrace.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent
+from ringtrace.analysis.advise import advice_json
+from ringtrace.model.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent
+from ringtrace.stages.diagnose import describe_log, fmt_amount
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

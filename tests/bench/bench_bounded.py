@@ -43,15 +43,15 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client import generate_latest  # noqa: E402
 
 from ringtrace import config  # noqa: E402
-from ringtrace.app import App  # noqa: E402
-from ringtrace.diagnose import Thresholds  # noqa: E402
-from ringtrace.readfiles import read_files  # noqa: E402
-from ringtrace.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
-from ringtrace.sim import generate_bytes  # noqa: E402
+from ringtrace.demo.sim import generate_bytes  # noqa: E402
+from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
+from ringtrace.reading.app import App  # noqa: E402
+from ringtrace.reading.oneshot import read_files  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.events import EventsSink  # noqa: E402
 from ringtrace.sinks.perfetto import PerfettoDirSink  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
+from ringtrace.stages.diagnose import Thresholds  # noqa: E402
 from tests._ports import free_port  # noqa: E402
 from tests._rss import peak_rss  # noqa: E402
 from tests.bench.bench_watch import APPENDER  # noqa: E402
@@ -140,7 +140,7 @@ def slice_reads(path: Path, repeat: int = 3) -> tuple[float, float]:
     reader thread) against one hop doing os.open + pread + close, over the whole file; best of ``repeat``."""
     import aiofiles
 
-    from ringtrace.tail.follower import SLICE
+    from ringtrace.reading.tail.follower import SLICE
 
     size = path.stat().st_size
     offsets = range(0, size, SLICE)

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ringtrace.hostlog import HostLogParser  # noqa: E402
+from ringtrace.hostlog.parse import HostLogParser  # noqa: E402
 
 LOGS = [*sorted((ROOT / "tests/fixtures/samples/failed").glob("*/host.log")),
         *sorted((ROOT / "tests/fixtures/hostlogs").glob("*/host.log"))]

@@ -35,11 +35,11 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ringtrace.diagnose import Thresholds  # noqa: E402
-from ringtrace.layout import find_sources, source_labels  # noqa: E402
-from ringtrace.records import Source  # noqa: E402
-from ringtrace.run import Run  # noqa: E402
+from ringtrace.model.records import Source  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
+from ringtrace.sources.paths import find_sources, source_labels  # noqa: E402
+from ringtrace.stages.diagnose import Thresholds  # noqa: E402
+from ringtrace.stages.run import Run  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_otlp [--spans 100000] [--protocol grpc|http/protobuf|both]
 
-A synthetic run (``ringtrace.sim``) with about ``--spans`` scopes is read through the real reader
+A synthetic run (``ringtrace.demo.sim``) with about ``--spans`` scopes is read through the real reader
 into :class:`OtlpSink` (``max_spans`` raised so every scope is a span); the receiver
 (``tests/otlp_receiver.py``) runs in a process of its own, so the CPU measured here is the
 exporter's.  Figures:
@@ -43,14 +43,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace import sim
-from ringtrace.diagnose import Thresholds
-from ringtrace.readfiles import read_files
-from ringtrace.records import RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.demo import sim
+from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans
+from ringtrace.stages.diagnose import Thresholds
 from tests._otlp_view import all_attrs, to_readable
 from tests._sinks import Collect
 from tests.otlp_receiver import Blackhole

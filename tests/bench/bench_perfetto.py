@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_perfetto [--size-mb 100] [--repeat 1] [--no-ui] [--json]
 
-The input is the simulator's benchmark file (``ringtrace.sim``, cached in ``tests/bench/data``,
+The input is the simulator's benchmark file (``ringtrace.demo.sim``, cached in ``tests/bench/data``,
 shared with ``bench_summary.py``).  Each conversion runs in a child process (wall time, CPU
 time and peak RSS from ``wait4``); the baseline in the same run is the reader alone (the same
 ``read_files`` path with a sink that does nothing), so ``convert CPU / reader CPU`` is the
@@ -36,12 +36,12 @@ MB = 1 << 20
 
 def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     """One measurement in this (child) process; prints nothing, returns figures."""
-    from ringtrace.convert import convert
-    from ringtrace.diagnose import Thresholds
-    from ringtrace.readfiles import read_files
-    from ringtrace.records import RunFinished, RunProgress
+    from ringtrace.model.records import RunFinished, RunProgress
+    from ringtrace.reading.convert import convert
+    from ringtrace.reading.oneshot import read_files
     from ringtrace.sinks import FanOut
     from ringtrace.sinks.perfetto import PerfettoSink
+    from ringtrace.stages.diagnose import Thresholds
     from tests._sinks import Collect
 
     if mode == "reader":

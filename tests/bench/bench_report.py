@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ringtrace import sim
+from ringtrace.demo import sim
 from tests.bench.bench_summary import MB, ROOT, data_file, run_child
 
 PY = sys.executable

@@ -35,7 +35,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ringtrace import sim  # noqa: E402
+from ringtrace.demo import sim  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 NAIVE = Path(__file__).resolve().parent / "naive.py"
@@ -132,10 +132,10 @@ def stages(path: Path) -> str:
     The bound is what msgspec can do: ``decode_lines`` on each 1 MiB chunk plus a minimal
     depth-stack pairing (heap high water only) -- what a leaner hot loop could approach.
     """
-    from ringtrace.decode import Decoder, _RawRecord
-    from ringtrace.pair import Pairer
-    from ringtrace.records import Meta, Record, Source
-    from ringtrace.run import Run
+    from ringtrace.model.records import Meta, Record, Source
+    from ringtrace.stages.decode import Decoder, _RawRecord
+    from ringtrace.stages.pair import Pairer
+    from ringtrace.stages.run import Run
     from tests.bench import naive
 
     data = path.read_bytes()

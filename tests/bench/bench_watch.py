@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ringtrace import config  # noqa: E402
-from ringtrace.app import App  # noqa: E402
-from ringtrace.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
-from ringtrace.sim import generate_bytes, named, write_file  # noqa: E402
+from ringtrace.demo.sim import generate_bytes, named, write_file  # noqa: E402
+from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
+from ringtrace.reading.app import App  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 
 APPENDER = r"""

@@ -17,13 +17,13 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources
-from ringtrace.readfiles import read_files
-from ringtrace.records import Advice, HostLog, RunAdvice
+from ringtrace.model.records import Advice, HostLog, RunAdvice
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.server import load_web_config
+from ringtrace.sources.paths import find_sources
+from ringtrace.stages.diagnose import Thresholds
 from tests._require import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ GRAFANA = ROOT / "deploy" / "grafana"
 RULE_FILES = [PROM / "ringtrace-alerts.yml", PROM / "ringtrace-recording.yml"]
 UNIT_TESTS = PROM / "tests" / "alerts_test.yml"
 DASHBOARDS = sorted(GRAFANA.glob("*.json"))
-README_ANCHOR = "https://github.com/ringtrace/ringtrace#alert-"
+README_ANCHOR = "https://github.com/ringtrace/ringtrace/blob/main/docs/runbooks.md#alert-"
 # Values the dashboards' variables take when Grafana sends the query.
 VARIABLES = {"$__rate_interval": "5m", "$run": "some_run", "$rank": ".*", "$dispatch": ".*", "$instance": ".*"}
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from ringtrace.convert import convert
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources
-from ringtrace.readfiles import read_files
-from ringtrace.records import RunFinished, RunProgress
+from ringtrace.model.records import RunFinished, RunProgress
+from ringtrace.reading.convert import convert
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto._layout import process_name
+from ringtrace.sources.paths import find_sources
+from ringtrace.stages.diagnose import Thresholds
 from tests._require import require
 from tests._sinks import Collect
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ringtrace import sim
+from ringtrace.demo import sim
 from tests._require import require
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"

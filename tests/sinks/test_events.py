@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ringtrace.records import Labels, RunFinished, SinkEvent, Source, utf8
+from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source, utf8
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import INDEX_SUFFIX, EventsSink, run_keys, scan_run_keys
 from ringtrace.sinks.summary import file_object

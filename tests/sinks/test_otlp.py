@@ -42,17 +42,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace import sim
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources
-from ringtrace.readfiles import read_files
-from ringtrace.records import (
+from ringtrace.demo import sim
+from ringtrace.model.records import (
     RESOURCES,
     RunProgress,
     Scope,
     Source,
     Usage,
 )
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_url
 from ringtrace.sinks.otlp._export import Attempt, resolve
@@ -65,6 +63,8 @@ from ringtrace.sinks.otlp._spans import (
     WireEncoder,
     build_spans,
 )
+from ringtrace.sources.paths import find_sources
+from ringtrace.stages.diagnose import Thresholds
 from tests._otlp_view import to_readable
 from tests._sinks import Collect
 from tests.conftest import SAMPLES, encode_lines, meta, rec
@@ -215,7 +215,7 @@ def test_sample_runs_become_one_trace_each(rx: OtlpReceiver, protocol: Protocol)
     finally:
         sink.close()
     traces = by_trace(rx.spans())
-    assert len(traces) == len(col.finished) == 8
+    assert len(traces) == len(col.finished) == 8  # the 8 files (find_sources reads no host log)
     assert sink.spans_exported == kept_spans(col) == sum(map(len, traces.values()))
     assert (sink.spans_failed, sink.dropped_spans, sink.runs_exported) == (0, 0, 8)
     for spans in traces.values():

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from ringtrace.diagnose import Thresholds, wedge_causes
-from ringtrace.readfiles import read_files
-from ringtrace.records import HostLog
+from ringtrace.model.records import HostLog
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink
+from ringtrace.stages.diagnose import Thresholds, wedge_causes
 from tests._sinks import Collect
 from tests.otlp_receiver import OtlpReceiver
 from tests.sinks.test_otlp import FLOW
@@ -63,7 +63,7 @@ def test_the_thresholds_change_the_causes() -> None:
 
 
 def test_a_host_log_code_reaches_the_innermost_span_event(rx: OtlpReceiver) -> None:
-    from ringtrace.diagnose import diagnose
+    from ringtrace.stages.diagnose import diagnose
 
     col = Collect()
     assert not read_files([FLOW], FanOut([col]), Thresholds())

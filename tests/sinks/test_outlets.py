@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ringtrace.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
+from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
 from ringtrace.sinks import FINISHED_KEPT, FanOut
 from tests._writer import wait_for
 

@@ -23,12 +23,9 @@ import msgspec
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
 
-from ringtrace import sim
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources, source_labels
-from ringtrace.readfiles import read_files
-from ringtrace.records import (
+from ringtrace.demo import sim
+from ringtrace.model.records import (
     RESOURCES,
     Labels,
     Record,
@@ -40,7 +37,7 @@ from ringtrace.records import (
     Source,
     Usage,
 )
-from ringtrace.run import Run
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
 from ringtrace.sinks.perfetto import _file as trace_file
@@ -48,6 +45,9 @@ from ringtrace.sinks.perfetto import _layout as layout
 from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._layout import process_name
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
+from ringtrace.sources.paths import find_sources, source_labels
+from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import Run
 from tests._sinks import Collect
 from tests._tmpfs import fill, small_tmpfs
 from tests.conftest import encode_lines, meta, rec, with_totals

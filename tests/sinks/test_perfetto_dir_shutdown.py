@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources
-from ringtrace.readfiles import read_files
-from ringtrace.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
+from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, trace_file_name
+from ringtrace.sources.paths import find_sources
+from ringtrace.stages.diagnose import Thresholds
 from tests._sinks import Collect
 from tests.conftest import SAMPLES
 

@@ -19,13 +19,13 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import find_sources, source_labels
-from ringtrace.readfiles import read_files
-from ringtrace.records import Labels, RunFinished, RunProgress, SinkEvent, Source
-from ringtrace.run import Run
+from ringtrace.model.records import Labels, RunFinished, RunProgress, SinkEvent, Source
+from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
+from ringtrace.sources.paths import find_sources, source_labels
+from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import Run
 from tests._require import require
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import msgspec
 
-from ringtrace.records import Advice, HostLog, RunAdvice, RunFinished, Source
+from ringtrace.model.records import Advice, HostLog, RunAdvice, RunFinished, Source
 from ringtrace.sinks.prometheus import PrometheusSink
 from tests.sinks.test_prometheus import FLOW, PAGED, Clock, events_of, one, pick, series
 from tests.sinks.test_prometheus_cache import same_as_fresh
 
 
 def feed(sink: PrometheusSink, path: str, data: bytes, run: str, **final: object) -> None:
-    from ringtrace.records import Labels
+    from ringtrace.model.records import Labels
 
     for ev in events_of(data, Source(path, Labels(run=run)), 1 << 20):
         if isinstance(ev, RunFinished):

@@ -12,11 +12,11 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import source_labels
-from ringtrace.records import Labels, Source
-from ringtrace.run import Run
+from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
+from ringtrace.sources.paths import source_labels
+from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import Run
 from tests.sinks.test_prometheus import FLOW, PAGED, SAMPLE_FILES, Clock, events_of, fed
 
 OM_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import labels_for
-from ringtrace.readfiles import read_files
-from ringtrace.records import Problem, RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.model.records import Problem, RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.reading.oneshot import read_files
+from ringtrace.reading.tail.follower import Follower
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
-from ringtrace.tail.follower import Follower
+from ringtrace.sources.paths import labels_for
+from ringtrace.stages.diagnose import Thresholds
 from tests._writer import Writer
 from tests.conftest import SAMPLES
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.records import RunFinished
-from ringtrace.tail.hostlogs import read_log
-from ringtrace.tail.tailer import Tailer
+from ringtrace.hostlog.read import read_log
+from ringtrace.model.records import RunFinished
+from ringtrace.reading.tail.tailer import Tailer
+from ringtrace.stages.diagnose import Thresholds
 from tests.conftest import SAMPLES
 
 HEAP_LOG = SAMPLES / "failed" / "HeapRingDeadlock" / "host.log"
@@ -40,7 +40,7 @@ def test_a_failure_at_the_end_of_a_log_over_the_cap_is_found(tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
     log = tmp_path / "host.log"
     log.write_bytes(filler(200_000) + HEAP_LOG.read_bytes())
-    with caplog.at_level(logging.WARNING, "ringtrace.tail"):
+    with caplog.at_level(logging.WARNING, "ringtrace.reading.tail"):
         (part,) = read_log(log, limit=40_000, edge=15_000)
     assert part.orch_error_code == 2 and part.failed and part.deadlock is not None
     (skipped,) = [p for p in part.problems if p.reason == "skipped"]

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from ringtrace.diagnose import Thresholds
-from ringtrace.layout import labels_for
-from ringtrace.readfiles import read_files
-from ringtrace.records import RunFinished, SinkEvent
+from ringtrace.model.records import RunFinished, SinkEvent
+from ringtrace.reading.oneshot import read_files
+from ringtrace.reading.tail.follower import SETTLE, Follower
+from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
-from ringtrace.tail.follower import SETTLE, Follower
-from ringtrace.tail.tailer import Tailer
+from ringtrace.sources.paths import labels_for
+from ringtrace.stages.diagnose import Thresholds
 from tests._ports import free_port
 from tests._writer import Writer, wait_for
 from tests.conftest import SAMPLES

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from asyncinotify import Event, Mask
 
-from ringtrace.tail.inotify import TreeWatcher
+from ringtrace.reading.tail.inotify import TreeWatcher
 
 
 class Seen:

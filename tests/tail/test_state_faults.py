@@ -188,26 +188,26 @@ def test_lost_state_and_a_restart_mid_backlog(setup: tuple[Path, Path, Path]) ->
 
 def test_a_directory_appearing_in_the_state_file_s_place_is_moved_aside(tmp_path: Path,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
-    from ringtrace.tail.state import State, Store
+    from ringtrace.reading.tail.state import State, Store
 
     store = Store(tmp_path / "state")
     assert store.load() == State()  # no state yet: nothing said
     assert store.save(State())
     (tmp_path / "state" / STATE).unlink()
     (tmp_path / "state" / STATE / "x").mkdir(parents=True)
-    with caplog.at_level(logging.WARNING, logger="ringtrace.tail.state"):
+    with caplog.at_level(logging.WARNING, logger="ringtrace.reading.tail.state"):
         assert store.save(State())
     assert "a directory in the state file's place; moved aside to ringtrace-state.json.corrupt-" in caplog.text
     assert (tmp_path / "state" / STATE).is_file()
 
 
 def test_failed_saves_are_said_once_and_the_recovery_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from ringtrace.tail.state import State, Store
+    from ringtrace.reading.tail.state import State, Store
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_bytes(b"")
     store = Store(blocker / "state")  # its parent is a file: every save fails
-    with caplog.at_level(logging.WARNING, logger="ringtrace.tail.state"):
+    with caplog.at_level(logging.WARNING, logger="ringtrace.reading.tail.state"):
         assert not any(store.save(State()) for _ in range(5))
         assert caplog.text.count("cannot save state in") == 1
         blocker.unlink()

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
+from ringtrace.model.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 from ringtrace.sinks import ringtrace_version
 
 from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve

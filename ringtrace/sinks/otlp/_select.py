@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import msgspec
 
-from ringtrace.records import RESOURCES, Scope
+from ringtrace.model.records import RESOURCES, Scope
 
 METRICS: tuple[str, ...] = ("high_water", "live_at_exit", "alloc")
-"""The per-resource figures whose peak scope is always kept, in :class:`~ringtrace.records.Usage` order."""
+"""The per-resource figures whose peak scope is always kept, in :class:`~ringtrace.model.records.Usage` order."""
 
 
 class Selection(msgspec.Struct, frozen=True):

@@ -31,8 +31,8 @@ import msgspec
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
-from ringtrace.runtime import error_name
+from ringtrace.model.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
+from ringtrace.model.runtime import error_name
 from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
 from ._select import METRICS, Selection
@@ -122,7 +122,7 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
                 if getattr(meta, f"{r}_max")]
         if meta.tensormap_max is not None:
             out.append(("ringtrace.tensormap_max", meta.tensormap_max))
-    out += [("ringtrace.complete", s.complete), ("ringtrace.records", s.records), ("ringtrace.scopes", s.scopes),
+    out += [("ringtrace.complete", s.complete), ("ringtrace.model.records", s.records), ("ringtrace.scopes", s.scopes),
             ("ringtrace.max_depth", s.max_depth), ("ringtrace.unmatched_begins", s.unmatched_begins),
             ("ringtrace.unmatched_ends", s.unmatched_ends), ("ringtrace.parse_errors", s.parse_errors),
             ("ringtrace.last_line", last_line), ("ringtrace.finish_reason", fin.reason),

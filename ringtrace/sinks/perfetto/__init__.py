@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from ringtrace.records import RunFinished, SinkEvent, Source
+from ringtrace.model.records import RunFinished, SinkEvent, Source
 
 from ._file import TraceFile
 from ._json import JsonTrace

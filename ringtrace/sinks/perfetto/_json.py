@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ringtrace.records import (
+from ringtrace.model.records import (
     RESOURCES,
     Abandoned,
     OpenScope,

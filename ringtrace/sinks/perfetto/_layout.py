@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ringtrace.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
-from ringtrace.runtime import error_name
+from ringtrace.model.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
+from ringtrace.model.runtime import error_name
 
 TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
              "(records carry no timestamps)")

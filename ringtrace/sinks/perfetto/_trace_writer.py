@@ -15,8 +15,7 @@ from __future__ import annotations
 from google.protobuf.message import Message
 
 from ringtrace._pb import ringtrace_perfetto_pb2 as pb
-from ringtrace.diagnose import fmt_amount
-from ringtrace.records import (
+from ringtrace.model.records import (
     RESOURCES,
     Abandoned,
     Meta,
@@ -30,6 +29,7 @@ from ringtrace.records import (
     Source,
     utf8,
 )
+from ringtrace.model.runtime import fmt_amount
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
 from ._file import TRACE_PACKET, TraceFile, field_bytes, framed

@@ -30,7 +30,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from ringtrace.records import (
+from ringtrace.model.records import (
     RESOURCES,
     WANT_SUMMARIES,
     Advice,
@@ -45,7 +45,7 @@ from ringtrace.records import (
     empty_summary,
     utf8,
 )
-from ringtrace.runtime import error_name
+from ringtrace.model.runtime import error_name
 from ringtrace.sinks import ringtrace_version
 
 RUN_LABELS = ("run", "rank", "dispatch")

@@ -1,0 +1,683 @@
+"""Ring sizing from every run of a program: what the runs prove, the bracket, the next run.  Pure.
+
+Evidence, combined and never invented (the format doc's "Sizing facts"):
+
+* a run that completed at capacity C proves the need is at most C, for every ring and resource
+  (``upper_bound``: the smallest such C);
+* a run that failed proves the need exceeds C for the one ring and resource its host log names,
+  C read from the log itself (the deadlock report's size) or else from the run's metadata; a
+  wedged file without a log, for the resource its diagnosis names.  The other resources of that
+  run learn nothing.  A dep-pool report names no ring: it is pinned on the one ring it can be
+  (the only one in use whose bracket holds C, or the one the advice measured at exactly C);
+* one task's allocation must fit whole, and an allocation as large as the ring fits an empty
+  ring: the need is at least the largest single request (heap bytes, dep-pool entries);
+* codes that sizing cannot fix (program or runtime errors) give no RunConfig.
+
+The bracket ``[lower, upper]`` of each (ring, resource) narrows run by run.  It is final when
+``upper <= lower * (1 + 2 * headroom)`` or no accepted size lies between: then ``recommended`` is
+``max(upper, lower * (1 + headroom))`` rounded to what the runtime accepts (never below a size
+that completed).  Otherwise ``measure_next`` splits it: first the model's estimate plus headroom
+(what open scopes held, blocks freed at scope exit, FIFO: :func:`estimate`), then steps of
+``1 + 2 * headroom`` towards the side that did not fail, galloping (x2, x4) above a proven
+shortfall, and a bisection in log space where the estimate was proven high.  Never below a
+proven lower bound, never above a size that completed.
+
+A program (:func:`program_key`: the ``program`` label, else the run name less its
+``_YYYYmmdd_HHMMSS`` suffix) is one answer over all its ranks (the largest need of any rank, one
+RunConfig for all).  In one measurement run, every probe expected to complete goes together;
+probes expected to fail go one at a time, and dep-pool probes one ring at a time (its report names
+no ring), so that each failure proves something.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import msgspec
+
+from ringtrace.model.records import Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary, WedgeCause
+from ringtrace.model.runtime import (
+    COMPILE_DEFAULTS,
+    CONFIG_KEYS,
+    ERROR_CODES,
+    KIB,
+    MIN_ACCEPTED,
+    RESOURCES,
+    RINGS,
+    accept,
+    accept_below,
+    describe_code,
+    error_name,
+    fmt_amount,
+    sizing_resource,
+    usable,
+)
+
+DEFAULT_HEADROOM = 0.1
+COMPILE_DEFAULT = COMPILE_DEFAULTS  # the names of the previous release
+CONFIG_KEY = CONFIG_KEYS
+__all__ = ["COMPILE_DEFAULT", "CONFIG_KEY", "DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept",
+           "advice_json", "advise", "advise_programs", "advise_runs", "fmt", "group_key", "next_above",
+           "program_json", "program_key", "run_config_json", "snippet"]
+
+
+class RunFacts(msgspec.Struct, frozen=True):
+    """What advise needs of one finished run: where it sits, its summary, its host log and wedge causes.
+
+    A run known only from its host log has ``path`` "" and an empty summary (no metadata)."""
+
+    path: str
+    labels: Labels
+    summary: RunSummary
+    host_log: HostLog | None = None
+    causes: tuple[WedgeCause, ...] = ()
+
+    @property
+    def name(self) -> str:
+        lab = self.labels
+        parts = [p for p in (lab.run, f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else "")
+                 if p]
+        return "/".join(parts) or self.path or (self.host_log.path if self.host_log else "")
+
+
+class ProgramAnswer(msgspec.Struct, frozen=True):
+    """One program's answer over all its runs: per ring and resource the bracket and the value to run,
+    ``run_config`` the complete RunConfig for the next run (relative to the compile defaults), ``final``
+    when that RunConfig is the recommendation.  ``blocked`` names failures that sizing cannot fix."""
+
+    program: str
+    sources: tuple[str, ...]
+    runs: int
+    final: bool
+    advice: tuple[Advice, ...]
+    run_config: tuple[tuple[str, int | tuple[int, ...]], ...]
+    blocked: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # evidence that could not be used (a report that names no ring), and why
+
+
+def fmt(resource: str, n: int | None) -> str:
+    return "-" if n is None else fmt_amount(resource, n)
+
+
+def exact(resource: str, n: int) -> str:
+    """``n`` to the unit: bytes where a heap size is not a whole KiB (a proof is about that very size)."""
+    return f"{n} B" if resource == "heap" and n % KIB else fmt(resource, n)
+
+
+def next_above(resource: str, n: int) -> int:
+    """The smallest accepted capacity > ``n``."""
+    return accept(resource, n + 1)
+
+
+_STAMP = re.compile(r"_\d{8}_\d{6}$")
+
+
+def program_key(labels: Labels, path: str) -> str:
+    """Runs of one program: the ``program`` label, else the run name less its timestamp, else the path."""
+    return labels.program or _STAMP.sub("", labels.run) or path
+
+
+def group_key(labels: Labels, path: str) -> tuple[str, str, str]:
+    """Runs of one program on one rank and dispatch (``diff`` matches runs by it)."""
+    return (program_key(labels, path), labels.rank, labels.dispatch)
+
+
+# -- what one run proves ----------------------------------------------------------------------------
+
+
+def _completed(s: RunSummary) -> bool:
+    """The run ran to its end: nothing open, not fatal, every record there (drops allowed)."""
+    m = s.meta
+    if m is not None and m.dropped > 0:  # missing begins or ends leave scopes open: not a wedge
+        return not m.fatal and s.complete
+    return m is not None and not s.wedged and not m.fatal and s.complete and s.open_scopes == 0
+
+
+def _code(run: RunFacts) -> int | None:
+    """The failure code the run reports (host log first, then the diagnosis of a wedged file); None: none."""
+    log = run.host_log
+    if log is not None and log.failed:
+        if log.latched_code:
+            return log.latched_code
+        if log.fatal_code:
+            return log.fatal_code
+        resource = log.deadlock.resource if log.deadlock is not None else None
+        return {"heap": 2, "task_window": 3, "dep_pool": 4}.get(resource or "", -1)
+    if run.summary.meta is not None and run.summary.meta.dropped > 0 and not run.summary.meta.fatal:
+        return None  # scopes left open by missing records are not a wedge
+    if run.summary.wedged and run.causes:
+        return run.causes[-1].code if run.causes[-1].code is not None else -1
+    if run.summary.wedged or (run.summary.meta is not None and run.summary.meta.fatal):
+        return -1
+    return None
+
+
+def _log_capacity(log: HostLog, resource: str) -> int | None:
+    """The capacity of ``resource`` the log's deadlock report states (None: it does not say)."""
+    dl = log.deadlock
+    return dl.capacity if dl is not None and dl.resource == resource else None
+
+
+class _Shortfall(msgspec.Struct, frozen=True):
+    """A failed run's proof: ``resource`` on ``ring`` (None: not told) was short at ``capacity``."""
+
+    resource: str
+    ring: int | None
+    capacity: int | None
+    src: str
+    code: int
+    how: str = "failed"  # "wedged": a file's open scopes show it (no host log)
+    requested: int = 0  # the heap bytes the failing allocation asked for (the deadlock report's Requested:)
+
+
+def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
+    log, s = run.host_log, run.summary
+    resource = log.deadlock.resource if log is not None and log.deadlock is not None else None
+    if resource is None:
+        resource = sizing_resource(code) if code > 0 else None
+    if resource is None and code == -1 and run.causes and run.causes[-1].resource in RESOURCES:
+        resource = run.causes[-1].resource
+    if resource is None:
+        return None
+    ring = log.deadlock.ring if log is not None and log.deadlock is not None else None
+    if ring is None and run.causes:
+        ring = run.causes[-1].ring
+    if ring is None and s.wedged:
+        ring = s.wedged[-1].ring
+    cap = _log_capacity(log, resource) if log is not None else None
+    if cap is None and ring is not None and s.meta is not None:
+        cap = s.meta.capacity(resource, ring)
+    asked = log.requested_bytes if log is not None and resource == "heap" else None
+    return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged",
+                      asked or 0)
+
+
+def _used(p: Peak) -> bool:
+    return bool(p.high_water or p.live or p.alloc or p.pinned or p.live_at_exit)
+
+
+def estimate(p: Peak, s: RunSummary) -> int:
+    """The model's need of one (ring, resource): what open scopes held (blocks freed at scope exit, FIFO),
+    plus the free task slot a window needs.  It can be low (a heap block never straddles the ring's end:
+    the real minimum can be a block above it) or high (the runtime freed a block sooner): it only
+    chooses where to measure."""
+    held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
+    return held + 1 if p.resource == "task_window" else held
+
+
+def _full(p: Peak) -> bool:
+    """Occupancy reached the usable capacity (N - 1 for a window): the run was tight."""
+    return p.capacity is not None and max(p.live, p.live_at_exit) >= usable(p.resource, p.capacity)
+
+
+def _basis(s: RunSummary, p: Peak | None) -> Basis:
+    m = s.meta
+    if m is not None and m.dropped > 0:
+        return "dropped"
+    if s.wedged or (m is not None and m.fatal) or m is None:
+        return "wedged"
+    return "tight" if p is not None and (p.tail_moved or _full(p)) else "oversized"
+
+
+# -- pooling the evidence ------------------------------------------------------------------------------
+
+
+class _Bound:
+    """The evidence of one unit (a rank of a program) for one (ring, resource)."""
+
+    __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "hi_tight", "known", "lo_need", "lo_src", "lo_why",
+                 "used")
+
+    def __init__(self) -> None:
+        self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)
+        self.lo_src = self.lo_why = ""
+        self.hi: int | None = None  # smallest capacity that completed
+        self.hi_src = ""
+        self.hi_tight = False  # a run that completed at ``hi`` had to reclaim (or filled) this resource
+        self.est = 0
+        self.est_src = ""
+        self.failed: list[int] = []  # capacities at which this resource was proven short
+        self.used = False
+        self.known = False  # some run stated this capacity (0 in the metadata means unknown)
+
+    def lower(self, need: int, src: str, why: str) -> None:
+        if need > self.lo_need:
+            self.lo_need, self.lo_src, self.lo_why = need, src, why
+
+
+
+def _merge(bounds: Iterable[_Bound]) -> _Bound:
+    """The program's bound from its ranks': it needs what its neediest rank needs, and a size is proven
+    enough only when every rank that uses the resource completed at it."""
+    out = _Bound()
+    users = [b for b in bounds if b.used or b.failed]
+    for b in users:
+        out.lower(b.lo_need, b.lo_src, b.lo_why)
+        if b.est > out.est:
+            out.est, out.est_src = b.est, b.est_src
+        out.failed += b.failed
+    out.used = bool(users)
+    out.known = any(b.known for b in users)
+    if users and all(b.hi is not None for b in users):
+        top = max(users, key=lambda b: b.hi or 0)
+        out.hi, out.hi_src = top.hi, top.hi_src
+        out.hi_tight = any(b.hi_tight for b in users if b.hi == top.hi)
+    return out
+
+
+Key = tuple[int, str]  # ring, resource
+
+
+def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]]:
+    """One unit's bounds, and the failures sizing cannot fix (described)."""
+    bounds: dict[Key, _Bound] = {(ring, r): _Bound() for ring in range(RINGS) for r in RESOURCES}
+    blocked: list[str] = []
+    pending: list[_Shortfall] = []
+    est_tight: dict[Key, int] = {}
+    for run in sorted(runs, key=lambda x: x.labels.run):
+        s = run.summary
+        dropped = s.meta is not None and s.meta.dropped > 0
+        code = _code(run)
+        if s.meta is not None:
+            for (ring, r), known in bounds.items():
+                known.known = known.known or s.meta.capacity(r, ring) is not None
+        for p in s.peaks:
+            if (p.ring, p.resource) not in bounds or not p.scopes:
+                continue
+            b = bounds[(p.ring, p.resource)]
+            b.used = b.used or _used(p)
+            if dropped:  # records are missing: the figures are lower bounds, pairs may be wrong
+                continue
+            if p.request > 0 and p.resource in ("heap", "dep_pool"):
+                b.lower(p.request, run.name, f"one task asked for {fmt(p.resource, p.request)} (it must fit whole)")
+            held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
+            if held and p.resource == "task_window":
+                b.lower(held + 1, run.name, f"its open scopes held {held} tasks at once (a scope's tasks are "
+                                            "released only at scope_end; a window of N holds N - 1)")
+            elif held and p.resource == "dep_pool":
+                b.lower(held, run.name, f"the tasks its open scopes held took {held} entries at once")
+            e = estimate(p, s) if _used(p) else 0
+            tight = p.tail_moved or _full(p)
+            key = (p.ring, p.resource)
+            if e and (code is None or s.wedged) and (tight or key not in est_tight):
+                if tight and key not in est_tight:  # a tight run's figure replaces an oversized one's
+                    b.est = 0
+                if e > b.est:
+                    b.est, b.est_src = e, run.name
+                if tight:
+                    est_tight[key] = e
+        if code is None:
+            if _completed(s) and s.meta is not None:
+                blocked.clear()  # a later run completed: an earlier program error is not today's
+                peaks = {(p.ring, p.resource): p for p in s.peaks}
+                for (ring, r), b in bounds.items():
+                    cap = s.meta.capacity(r, ring)
+                    peak = peaks.get((ring, r))
+                    tight = peak is not None and (peak.tail_moved or _full(peak))
+                    if cap is not None and (b.hi is None or cap < b.hi):
+                        b.hi, b.hi_src, b.hi_tight = cap, run.name, tight
+                    elif cap is not None and cap == b.hi:
+                        b.hi_tight = b.hi_tight or tight
+            continue
+        short = _shortfall(run, code)
+        if short is None:
+            what = describe_code(code) if code >= 0 else "a wedge whose cause the records do not show"
+            where = run.host_log.path if run.host_log is not None else run.path
+            blocked.append(f"{run.name}: {what} ({where}): sizing cannot fix this"
+                           + (f"; {ERROR_CODES[code].move}" if code in ERROR_CODES and ERROR_CODES[code].move else ""))
+            continue
+        pending.append(short)
+    for short in pending:
+        _prove(bounds, short, pending)
+    return bounds, blocked
+
+
+def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_Shortfall]) -> None:
+    if short.capacity is None:
+        return
+    ring = short.ring
+    if ring is None:  # a dep-pool report: the one ring in use whose bracket holds the capacity
+        cands = [g for g in range(RINGS) if bounds[(g, short.resource)].used
+                 and (bounds[(g, short.resource)].hi or math.inf) > short.capacity]
+        if len(cands) != 1:
+            return
+        ring = cands[0]
+    b = bounds[(ring, short.resource)]
+    b.used = b.known = True
+    b.failed.append(short.capacity)
+    if short.requested:  # the request that did not fit must fit whole in an empty ring
+        b.lower(short.requested, short.src, f"the failing request was {exact(short.resource, short.requested)} "
+                                            f"({short.src}'s deadlock report)")
+    name = error_name(short.code) or f"code {short.code}"
+    b.lower(short.capacity + 1, short.src, f"{exact(short.resource, short.capacity)} {short.how} ({name}, {short.src})")
+
+
+def _unpinned(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]]) -> list[str]:
+    """Failures whose report names no ring and that could not be pinned on one: what they leave open."""
+    out: list[str] = []
+    for unit, runs in units.items():
+        for run in runs:
+            code = _code(run)
+            short = _shortfall(run, code) if code is not None else None
+            if short is None or short.ring is not None or short.capacity is None:
+                continue
+            if not any(short.capacity in bounds[unit][(g, short.resource)].failed for g in range(RINGS)):
+                out.append(f"{run.name}: {fmt(short.resource, short.capacity)} of {short.resource} failed "
+                           f"({error_name(short.code) or short.code}) on a ring the report does not name: give "
+                           "this program's completed runs too, or run with that ring's size set alone")
+    return out
+
+
+def _attribute_by_plan(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]],
+                       headroom: float) -> None:
+    """Dep-pool failures that name no ring: pinned on the ring whose advice measured at exactly that size."""
+    for unit, runs in units.items():
+        for run in runs:
+            code = _code(run)
+            if code is None:
+                continue
+            short = _shortfall(run, code)
+            if short is None or short.ring is not None or short.capacity is None:
+                continue
+            b = bounds[unit]
+            if any(short.capacity in b[(g, short.resource)].failed for g in range(RINGS)):
+                continue  # already pinned
+            hits = [g for g in range(RINGS) if b[(g, short.resource)].used
+                    and _plan(short.resource, b[(g, short.resource)], headroom).value == short.capacity]
+            if len(hits) == 1:
+                _prove(b, msgspec.structs.replace(short, ring=hits[0]), ())
+
+
+# -- the plan per (ring, resource) -----------------------------------------------------------------------
+
+Kind = Literal["final", "probe_ok", "probe_low", "grow", "unknown"]
+
+
+class _Plan(msgspec.Struct, frozen=True):
+    kind: Kind
+    value: int
+    why: str
+
+
+def _geo(lo: int, hi: int) -> float:
+    return math.sqrt(max(lo, 1) * hi)
+
+
+def _plan(r: str, b: _Bound, h: float) -> _Plan:
+    tol = 1 + 2 * h
+    lo_cap = accept(r, b.lo_need) if b.lo_need else MIN_ACCEPTED[r]  # smallest accepted size not proven short
+    lo_txt = f"at least {fmt(r, b.lo_need)} ({b.lo_why})" if b.lo_need else "no shortfall proven yet"
+    # the estimate plus headroom (a window's next power of two is slack enough: no headroom on top)
+    e = accept(r, b.est * (1 if r == "task_window" else 1 + h)) if b.est else None
+    k = sum(1 for c in b.failed if e is None or c >= e - 1)  # shortfalls at or above the estimate
+    if not b.known:
+        return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
+                                   f"proven about it; the scopes suggest a need of about {fmt(r, b.est)}")
+    if b.hi is None:
+        base = max(b.lo_need, MIN_ACCEPTED[r])
+        factor = tol if k <= 1 else 2.0 ** (k - 1)
+        p = accept(r, max(base * factor, e or 0))
+        return _Plan("grow", p, f"no run completed yet; {lo_txt}: measure at {fmt(r, p)}")
+    hi = b.hi
+    hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"
+    rec = accept(r, max(hi, b.lo_need * (1 + h)))
+    if r == "task_window" and hi <= lo_cap:
+        rec = hi  # closed at the accepted granularity: the headroom would double the window
+    if hi <= lo_cap or hi <= b.lo_need * tol:
+        how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
+               f"{lo_txt}" if hi <= lo_cap else f"{lo_txt}, within {2 * h:.0%}")
+        head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
+        return _Plan("final", rec, f"{hi_txt}; {how}{head}")
+    if e is not None and hi <= e and b.hi_tight and not b.failed:
+        return _Plan("final", hi, f"{hi_txt} with the allocator reclaiming (a tight run) at the scopes' estimate "
+                                  f"of {fmt(r, b.est)} plus {h:.0%}; {lo_txt}. One run at exactly this size is "
+                                  "evidence, not a guarantee: a failure below it would prove the bracket closed")
+    if e is not None and lo_cap <= e < hi:
+        return _Plan("probe_ok", e, f"{hi_txt}, {lo_txt}; the scopes held about {fmt(r, b.est)}: measure at "
+                                    f"{fmt(r, e)} (the estimate plus {h:.0%})")
+    if e is not None and e < lo_cap:  # the estimate was proven low: step up from the shortfall
+        factor = tol if k <= 1 else 2.0 ** (k - 1)
+        p_raw = min(b.lo_need * factor, _geo(lo_cap, hi))
+        kind: Kind = "probe_ok"
+        why = f"{hi_txt}, {lo_txt}: the estimate was low; measure at"
+    elif e is None or hi < e / tol:  # no estimate, or it was proven high: bisect the bracket
+        p_raw = _geo(lo_cap, hi)
+        kind = "probe_low"
+        why = f"{hi_txt}, {lo_txt}: bisecting, measure at"
+    else:  # completed at about the estimate: one step down, to prove the bracket closed
+        p_raw = max(hi / tol, _geo(lo_cap, hi))
+        kind = "probe_low"
+        why = f"{hi_txt}, {lo_txt}: to prove less does not fit, measure at"
+    p = accept(r, p_raw)
+    if p >= hi:
+        below = accept_below(r, hi)
+        p = below if below is not None else hi
+    if p < lo_cap or p >= hi:
+        return _Plan("final", rec, f"{hi_txt}; {lo_txt}: no accepted size between")
+    return _Plan(kind, p, f"{why} {fmt(r, p)}")
+
+
+# -- per file ------------------------------------------------------------------------------------------
+
+
+def _units(runs: Sequence[RunFacts]) -> dict[str, dict[str, list[RunFacts]]]:
+    """program -> rank -> runs."""
+    out: dict[str, dict[str, list[RunFacts]]] = {}
+    for run in runs:
+        rank = run.labels.rank or (str(run.host_log.rank) if run.host_log is not None and
+                                   run.host_log.rank is not None else "")
+        out.setdefault(program_key(run.labels, run.path or (run.host_log.path if run.host_log else "")),
+                       {}).setdefault(rank, []).append(run)
+    return out
+
+
+def _pooled(runs: Sequence[RunFacts], headroom: float
+            ) -> dict[str, tuple[dict[str, dict[Key, _Bound]], dict[str, list[str]]]]:
+    out = {}
+    for prog, units in _units(runs).items():
+        bounds: dict[str, dict[Key, _Bound]] = {}
+        blocked: dict[str, list[str]] = {}
+        for unit, members in units.items():
+            bounds[unit], blocked[unit] = _unit_bounds(members)
+        _attribute_by_plan(units, bounds, headroom)
+        out[prog] = (bounds, blocked)
+    return out
+
+
+def _advice(r: str, ring: int, b: _Bound, plan: _Plan, capacity: int | None, basis: Basis,
+            driven_by: str = "", dropped: int = 0) -> Advice:
+    rec = plan.value if plan.kind == "final" else None
+    nxt = None if plan.kind in ("final", "unknown") else plan.value
+    why = plan.why
+    if dropped:
+        why = (f"{dropped} records dropped: this run's peaks are lower bounds and pairs may be wrong (its "
+               f"capacities are still proof); {why}")
+    target = plan.value
+    return Advice(ring, r, capacity, accept(r, b.lo_need) if b.lo_need else None, b.hi, b.est or None, rec, basis,
+                  why, measure_next=nxt, shrink=capacity is not None and plan.kind != "unknown" and target < capacity,
+                  driven_by=driven_by)
+
+
+def _in_use(bounds: dict[Key, _Bound]) -> list[Key]:
+    return [k for k in sorted(bounds) if bounds[k].used]
+
+
+def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[RunAdvice]:
+    """Advice for each run, in order, from the evidence of every run of its program on its rank."""
+    pooled = _pooled(runs, headroom)
+    out: list[RunAdvice] = []
+    for run in runs:
+        bounds_all, _ = pooled[program_key(run.labels, run.path or (run.host_log.path if run.host_log else ""))]
+        rank = run.labels.rank or (str(run.host_log.rank) if run.host_log and run.host_log.rank is not None else "")
+        bounds = bounds_all[rank]
+        s = run.summary
+        peaks = {(p.ring, p.resource): p for p in s.peaks}
+        advice = []
+        for ring, r in _in_use(bounds):
+            b = bounds[(ring, r)]
+            cap = s.meta.capacity(r, ring) if s.meta is not None else None
+            advice.append(_advice(r, ring, b, _plan(r, b, headroom), cap, _basis(s, peaks.get((ring, r))),
+                                  dropped=s.meta.dropped if s.meta is not None else 0))
+        final = bool(advice) and all(a.recommended is not None for a in advice)
+        out.append(RunAdvice(tuple(advice), tuple(_run_config(advice, s.meta)), tuple(_kernel_fixes(s, advice)),
+                             final))
+    return out
+
+
+def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = "",
+           labels: Labels | None = None, host_log: HostLog | None = None) -> RunAdvice:
+    """Advice for one run on its own."""
+    return advise_runs([RunFacts(path, labels or Labels(), summary, host_log)], headroom)[0]
+
+
+# -- per program -------------------------------------------------------------------------------------
+
+
+def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[ProgramAnswer]:
+    """One answer per program (in order of first appearance), pooled over all its runs and ranks."""
+    out: list[ProgramAnswer] = []
+    units = _units(runs)
+    for prog, (bounds, blocked) in _pooled(runs, headroom).items():
+        keys = {k for unit_bounds in bounds.values() for k, b in unit_bounds.items() if b.used or b.failed}
+        merged = {k: _merge(unit_bounds[k] for unit_bounds in bounds.values()) for k in sorted(keys)}
+        members = [r for rs in units[prog].values() for r in rs]
+        plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
+        chosen = _batch(plans, merged)
+        latest = max(members, key=lambda x: x.labels.run)
+        advice = []
+        for (ring, r), (plan, driver) in chosen.items():
+            b = merged[(ring, r)]
+            cap = latest.summary.meta.capacity(r, ring) if latest.summary.meta is not None else None
+            peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
+            advice.append(_advice(r, ring, b, plan, cap, _basis(latest.summary, peak), driver))
+        stop = sorted({text for texts in blocked.values() for text in texts})
+        notes = _unpinned(units[prog], bounds)
+        final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
+        config = () if stop else tuple(_run_config(advice, None))
+        sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
+        out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
+                                 tuple(advice), config, tuple(stop), tuple(notes)))
+    return out
+
+
+def _batch(plans: dict[Key, _Plan], bounds: dict[Key, _Bound]) -> dict[Key, tuple[_Plan, str]]:
+    """The values of one measurement run: every probe expected to complete, else one expected to fail;
+    at most one dep-pool probe (its report names no ring).  Held resources run at their proven size."""
+    out: dict[Key, tuple[_Plan, str]] = {}
+    oks = [k for k, p in plans.items() if p.kind in ("probe_ok", "grow")]
+    lows = [k for k, p in plans.items() if p.kind == "probe_low"]
+    go: set[Key] = set()
+    if oks:
+        dep = [k for k in oks if k[1] == "dep_pool"]
+        go = {k for k in oks if k[1] != "dep_pool"} | set(dep[:1])
+    elif lows:
+        go = {max(lows, key=lambda k: (bounds[k].hi or 0) / max(plans[k].value, 1))}
+    for k, p in plans.items():
+        b = bounds[k]
+        if p.kind in ("final", "unknown") or k in go:
+            by_need = p.kind == "final" and (b.hi is None or p.value > b.hi)
+            driver = (b.lo_src if by_need else b.hi_src) if p.kind == "final" else b.est_src or b.lo_src or b.hi_src
+            out[k] = (p, driver)
+        else:
+            hold = b.hi if b.hi is not None else p.value
+            out[k] = (_Plan("probe_ok", hold, f"held at {fmt(k[1], hold)} (completed) while other sizes are "
+                                              f"measured one at a time; then: {p.why}"), b.hi_src)
+    return out
+
+
+# -- output helpers ------------------------------------------------------------------------------------
+
+
+def _kernel_fixes(s: RunSummary, advice: Sequence[Advice]) -> list[str]:
+    out: list[str] = []
+    grow = {(a.ring, a.resource) for a in advice
+            if a.capacity and ((a.recommended or 0) > a.capacity or (a.measure_next or 0) > a.capacity)}
+    for p in s.peaks:
+        if p.resource != "heap" or (p.ring, "heap") not in grow or not p.scopes or not p.pinned:
+            continue
+        if p.alloc_site and p.alloc >= 0.5 * p.pinned:
+            out.append(f"ring {p.ring}: scope {p.alloc_site} alone allocates {fmt('heap', p.alloc)} and holds it "
+                       f"until it exits: split it or give its intermediates an inner pl.scope (guide §3) before "
+                       f"raising ring_heap")
+    if s.max_depth > 3:
+        r3 = [p for p in s.peaks if p.ring == 3 and p.resource == "heap" and p.scopes]
+        rest = sum(p.pinned for p in s.peaks if p.ring < 3 and p.resource == "heap")
+        if r3 and r3[0].pinned > rest:
+            out.append(f"depths 4..{s.max_depth} fold into ring 3 (a clamp) and it carries more than rings 0-2 "
+                       "together: place scopes so nesting stays within depth 3 (guide §3)")
+    return out
+
+
+def _run_config(advice: Iterable[Advice], meta: Meta | None) -> list[tuple[str, int | tuple[int, ...]]]:
+    """The RunConfig fields to run with, relative to the compile defaults (0: the default).
+
+    With ``meta`` (one file's advice) only the resources whose value changes are given, and rings
+    without advice keep what that run had; without it (a program's answer) the RunConfig is complete."""
+    out: list[tuple[str, int | tuple[int, ...]]] = []
+    advice = list(advice)
+    for r in RESOURCES:
+        values = [0] * RINGS
+        changed = False
+        for a in advice:
+            if a.resource != r or not 0 <= a.ring < RINGS:
+                continue
+            target = a.recommended if a.recommended is not None else a.measure_next
+            if target is None:
+                continue
+            values[a.ring] = 0 if target == COMPILE_DEFAULTS[r] else target
+            changed = changed or target != a.capacity
+        if meta is not None:
+            if not changed:
+                continue
+            caps: tuple[int, ...] = getattr(meta, f"{r}_max")
+            for ring in range(RINGS):
+                if (values[ring] == 0 and ring < len(caps) and caps[ring] not in (0, COMPILE_DEFAULTS[r])
+                        and not any(a.resource == r and a.ring == ring for a in advice)):
+                    values[ring] = caps[ring]
+        if not any(values):
+            continue
+        out.append((CONFIG_KEYS[r], values[0] if len(set(values)) == 1 else tuple(values)))
+    return out
+
+
+def snippet(key: str, value: int | tuple[int, ...]) -> str:
+    """One RunConfig line in the guide's §4 form, e.g. ``ring_heap=(0, 0, 2 * 1024**3, 0)``."""
+    def one(n: int) -> str:
+        if key != "ring_heap" or n == 0:
+            return str(n)
+        for exp in (3, 2, 1):
+            unit = 1024 ** exp
+            if n % unit == 0:
+                return f"{n // unit} * 1024" + (f"**{exp}" if exp > 1 else "")
+        return str(n)
+    if isinstance(value, tuple):
+        return f"{key}=({', '.join(one(v) for v in value)})"
+    return f"{key}={one(value)}"
+
+
+def advice_json(advice: Sequence[Advice], driven_by: bool = False) -> list[dict[str, object]]:
+    """The ``advice`` list of the JSON outputs (``advise``, ``summary --format json``, ``--events``)."""
+    out: list[dict[str, object]] = []
+    for a in advice:
+        obj: dict[str, object] = {
+            "ring": a.ring, "resource": a.resource, "capacity": a.capacity, "lower_bound": a.lower_bound,
+            "upper_bound": a.upper_bound, "estimate": a.estimate, "recommended": a.recommended, "basis": a.basis,
+            "reason": a.reason, "measure_next": a.measure_next}
+        if driven_by:
+            obj["driven_by"] = a.driven_by
+        out.append(obj)
+    return out
+
+
+def run_config_json(ra: RunAdvice | ProgramAnswer) -> dict[str, int | list[int]]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in ra.run_config}
+
+
+def program_json(pa: ProgramAnswer) -> dict[str, object]:
+    """One entry of ``advise --format json``'s ``programs``."""
+    return {"program": pa.program, "sources": list(pa.sources), "runs": pa.runs, "final": pa.final,
+            "advice": advice_json(pa.advice, driven_by=True), "run_config": run_config_json(pa),
+            "blocked": list(pa.blocked), "notes": list(pa.notes)}

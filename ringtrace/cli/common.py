@@ -1,0 +1,85 @@
+"""What every command shares: the exit codes, one error line, and the one read of every input (files,
+directories, host logs) into the summary sink plus the command's own sinks.  Blocking I/O: the commands
+run nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from ringtrace.config import Config
+from ringtrace.hostlog import plan as hostlog_cli
+from ringtrace.hostlog.parse import is_log_only
+from ringtrace.model.records import RunFinished
+from ringtrace.reading.oneshot import read_files
+from ringtrace.sinks import FanOut, Sink
+from ringtrace.sinks.summary import SummarySink
+from ringtrace.sources.paths import find_inputs
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
+MAX_PROBLEMS_SHOWN = 20
+
+
+def err_line(console: Console, text: str) -> None:
+    console.print(f"ringtrace: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
+          host_logs: Sequence[str] = ()) -> tuple[SummarySink, bool]:
+    """Read every input into a summary sink (+ ``sinks``); returns it and whether all input was readable.
+
+    The inputs are ``paths`` (scope_stats files, host logs, directories: :func:`ringtrace.sources.paths.find_inputs`)
+    and ``host_logs`` (``--host-log``); the host logs of the runs' folders are found and used as if given
+    (:mod:`ringtrace.hostlog.plan`).  A run known from a host log alone is reported like a file."""
+    files, plan = hostlog_cli.plan_for_read(host_logs, paths, find_inputs(paths))
+    errors = list(plan.errors)
+    summary = SummarySink()
+    fanout = FanOut([summary, *sinks])
+    total = sum(f.stat().st_size for f in files if f.exists())
+    if err.is_terminal and total > 8 << 20:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("reading", total=total)
+            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), plan.for_file)
+    else:
+        errors += read_files(files, fanout, cfg.thresholds, host_logs=plan.for_file)
+    fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
+    fanout.flush()
+    fanout.close()
+    for text in [*errors, *plan.problems, *plan.notes]:  # the problems and notes alone do not fail the read
+        err_line(err, text)
+    ok = not errors
+    for fin in summary.finished:
+        report_problems(fin, err)
+        if unreadable(fin):
+            ok = False
+    for name, count in fanout.errors.items():
+        if count:
+            err_line(err, f"sink {name} failed {count} time(s)")
+            ok = False
+    return summary, ok
+
+
+def unreadable(fin: RunFinished) -> bool:
+    if is_log_only(fin):
+        return False
+    return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version", "not_scope_stats")
+               for p in fin.problems) or (
+        fin.summary.records == 0 and fin.summary.meta is None)
+
+
+def report_problems(fin: RunFinished, err: Console) -> None:
+    shown = 0
+    for p in fin.problems:
+        if shown == MAX_PROBLEMS_SHOWN:
+            break
+        shown += 1
+        where = f"{fin.source.path}:{p.line}" if p.line else fin.source.path
+        err_line(err, f"{where}: {p.severity}: {p.message}")
+    more = fin.summary.parse_errors - sum(1 for p in fin.problems[:shown] if p.severity == "error")
+    if more > 0:
+        err_line(err, f"{fin.source.path}: {more} more parse error(s) not shown")
+
+

@@ -1,0 +1,76 @@
+"""Read whole files once, synchronously, through the same Run/sink path the tailer uses.
+
+Used by ``summary``, ``check`` and ``convert``.  Blocking I/O is fine here: nothing else runs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+import zstandard
+
+from ringtrace.model.records import HostLog, Source
+from ringtrace.sinks import FanOut
+from ringtrace.sources.paths import source_labels
+from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import Run
+
+CHUNK = 1 << 20
+_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+
+
+class Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+@contextmanager
+def open_input(path: Path) -> Iterator[Readable]:
+    """``path`` for reading, decompressed when it is gzip or zstd (told by its first bytes, whatever its
+    name: the runtime's files are often compressed when kept).  Raises OSError."""
+    with path.open("rb") as raw:
+        magic = raw.read(4)
+        raw.seek(0)
+        if magic.startswith(_GZIP):
+            with gzip.GzipFile(fileobj=raw) as gz:
+                yield gz
+        elif magic == _ZSTD:
+            with zstandard.ZstdDecompressor().stream_reader(raw) as zs:
+                yield zs
+        else:
+            yield raw
+
+
+def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
+               progress: Callable[[int], None] | None = None,
+               host_logs: Mapping[Path, HostLog] | None = None) -> list[str]:
+    """Feed every file to ``sinks``; returns error messages for files that could not be opened/read.
+
+    ``progress`` is called with the number of bytes read after each chunk; ``host_logs`` gives a
+    file's matched host log (``ringtrace.hostlog.match``) to its run's diagnosis.
+    """
+    errors: list[str] = []
+    for path in files:
+        try:
+            seen_at = path.stat().st_mtime
+        except OSError:
+            seen_at = 0.0
+        run = Run(Source(str(path), source_labels(path)), thresholds, seen_at,
+                  host_log=host_logs.get(path) if host_logs else None)
+        try:
+            with open_input(path) as fh:
+                while chunk := fh.read(CHUNK):
+                    sinks.receive_all(run.feed(chunk))
+                    if progress is not None:
+                        progress(len(chunk))
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as err:  # a cut or corrupt archive too
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
+            errors.append(f"{path}: cannot read: {why}")
+            sinks.receive_all(run.finish("eof"))
+            continue
+        sinks.receive_all(run.finish("eof"))
+    return errors

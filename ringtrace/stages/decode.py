@@ -1,0 +1,509 @@
+"""Bytes -> :class:`Meta` | :class:`Record` | :class:`Problem`, incrementally.
+
+Pure and synchronous: no I/O, no clock.  The caller (``tail`` or ``summary``) owns the file
+and feeds whatever byte chunks it read, in order; a last line without its newline is held
+back until it is completed, or until :meth:`Decoder.finish` says the file is done.
+Memory is O(longest line + rings), never O(file).
+
+Versions 4, 5 and 6 are read; a newer version is read as 6 with a warning.  In versions 4
+and 5 the heap counters wrap modulo ``heap_max[ring]``; they are unrolled per ring into
+monotonic counters (assuming less than one capacity was allocated between two samples of
+the same ring), so every :class:`Record` carries monotonic heap counters.
+
+The runtime writes ``site`` without JSON escaping; a record that is invalid JSON only because
+of its site (a ``"`` in the file name, a UTF-8 character cut by the 31-byte limit) is repaired
+and read, with one ``unescaped_site`` warning per file (not a parse error).
+
+Hostile or corrupt lines are per-line errors, never exceptions: JSON nested too deeply for the
+decoder (``nested_too_deep``), numbers that are not integers or not finite (``NaN``,
+``Infinity``, ``1e999``: invalid JSON or ``invalid_record``), counters outside 0..2**63-1, and a
+metadata line with a string ``version``, a ``null`` field or a negative ``dropped``/``total``/
+capacity (``bad_metadata``: the metadata is then unknown).  A UTF-8 byte order mark before the
+metadata line is skipped with a ``bom`` warning.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ringtrace.model.records import Meta, Problem, Record
+
+MAX_LINE = 1 << 20
+"""Lines longer than this (1 MiB) are skipped with a ``line_too_long`` error."""
+MAX_DEPTH = 64
+"""The runtime caps depth at 64."""
+SUPPORTED_VERSIONS = range(4, 7)
+DEFAULT_RINGS = 4
+INT64_MAX = (1 << 63) - 1
+"""Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
+BOM = b"\xef\xbb\xbf"
+
+Item = Meta | Record | Problem
+
+_Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+_Counter = Annotated[int, msgspec.Meta(le=INT64_MAX)]  # negatives are checked (and named) in Python
+
+
+class _RawMeta(msgspec.Struct):
+    """The metadata line.  ``null`` is accepted nowhere (an absent key takes the default)."""
+
+    version: int
+    fatal: bool = False
+    dropped: _Count = 0
+    total: _Count | msgspec.UnsetType = msgspec.UNSET
+    task_window_max: list[_Count] = []
+    heap_max: list[_Count] = []
+    dep_pool_max: list[_Count] = []
+    tensormap_max: _Count | msgspec.UnsetType = msgspec.UNSET
+
+
+class _RawRecord(msgspec.Struct, gc=False):
+    site: str
+    phase: Literal["begin", "end", "task"]
+    depth: int
+    ring: int
+    task_window_start: _Counter
+    task_window_end: _Counter
+    heap_start: _Counter
+    heap_end: _Counter
+    tensormap: _Counter
+    dep_pool_start: _Counter | None = None
+    dep_pool_end: _Counter | None = None
+
+
+_META_DECODER = msgspec.json.Decoder(_RawMeta)
+_RECORD_DECODER = msgspec.json.Decoder(_RawRecord)
+
+
+_SITE_OPEN = b'{"site": "'
+_SITE_CLOSE = b'", "phase": "'
+_LINE_BREAK = b"}\n" + _SITE_OPEN  # between two record lines as the runtime writes them
+
+
+def _repair_site(raw: bytes) -> bytes | None:
+    """The runtime writes ``site`` raw: no JSON escaping, basename cut to 31 bytes (maybe inside a
+    UTF-8 character).  Re-encode the bytes between ``{"site": "`` and ``", "phase": "``; None when
+    the line does not have that shape."""
+    if not raw.startswith(_SITE_OPEN):
+        return None
+    end = raw.find(_SITE_CLOSE, len(_SITE_OPEN))
+    if end < 0:
+        return None
+    site = raw[len(_SITE_OPEN):end].decode("utf-8", "replace")
+    return b'{"site": ' + msgspec.json.encode(site) + raw[end + 1:]
+
+
+def _describe(err: Exception, raw: bytes = b"") -> str:
+    text = str(err)
+    if text.startswith("Number out of range"):
+        return f"number out of range, not a finite integer ({text})"
+    if isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError):
+        hint = "; NaN and Infinity are not JSON numbers" if b"NaN" in raw or b"Infinity" in raw else ""
+        return f"invalid JSON ({text}{hint})"
+    return text
+
+
+_TOO_DEEP = "JSON nested too deeply to be a metadata line or a record"
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Decoder:
+    """Incremental decoder for one run of one file.
+
+    Called from one task or thread only.  ``feed`` and ``finish`` never raise for bad input:
+    every problem comes back as a :class:`Problem` item, in line order with the rest.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self._max_line = max_line
+        self._partial = b""
+        self._skipping = False  # inside an over-long line: drop bytes up to the next newline
+        self.line = 0  # lines seen so far (1-based number of the last complete line)
+        self.meta: Meta | None = None
+        self.records = 0
+        self.parse_errors = 0
+        self._version = 6
+        self._dead = False  # unsupported version: ignore the rest
+        self._crlf_warned = False
+        self._held: tuple[Problem, str] | None = None  # a bad first line, until line 2 says what the file is
+        self._task_warned = False
+        self._site_warned = False
+        self._wraps = False
+        self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
+        self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as an unfinished last line."""
+        return len(self._partial)
+
+    def feed(self, chunk: bytes) -> list[Item]:
+        """Decode every complete line in ``chunk`` (plus what was held back)."""
+        out: list[Item] = []
+        if not chunk:
+            return out
+        start = 0
+        if self._skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return out
+            self._skipping = False
+            start = nl + 1
+        first = chunk.find(b"\n", start)
+        if first < 0:
+            tail = self._partial + chunk[start:] if self._partial else chunk[start:]
+        else:
+            # the first line completes what was held back; the lines after it are whole in ``chunk``
+            self._line(self._partial + chunk[start:first] if self._partial else chunk[start:first], out)
+            cut = chunk.rfind(b"\n") + 1
+            if cut > first + 1:
+                self._lines(chunk, first + 1, cut, out)
+            tail = chunk[cut:]
+        if len(tail) > self._max_line:
+            self.line += 1
+            self._too_long(out)
+            self._partial = b""
+            self._skipping = True
+        else:
+            self._partial = tail
+        return out
+
+    def finish(self, cut: bool = False) -> list[Item]:
+        """The file is done: decode a last line that has no newline, and check for emptiness.
+
+        ``cut``: the file was rewritten or deleted under the reader, so a last line without its
+        newline was cut by that, not written wrong: it is dropped, not reported.
+        """
+        out: list[Item] = []
+        if cut:
+            self._partial = b""
+        if self._partial:
+            piece, self._partial = self._partial, b""
+            self._line(piece, out)
+        self._skipping = False
+        if self._held is not None:
+            self._not_scope_stats(out)
+        if self.line == 0:
+            self._error(out, 0, "empty_file", "empty file: no metadata line and no records")
+        elif self.meta is not None and self.records == 0 and self.parse_errors == 0:
+            out.append(Problem(0, "metadata_only", "metadata line only: no scope records", "warning"))
+        return out
+
+    # -- one line ---------------------------------------------------------------------------
+
+    def _error(self, out: list[Item], line: int, reason: str, message: str) -> None:
+        self.parse_errors += 1
+        out.append(Problem(line, reason, message))
+
+    def _hold(self, problem: Problem, why: str) -> None:
+        """A first line that is no metadata line: reported once line 2 tells whether the file is one at all."""
+        self._held = (problem, why)
+
+    def _release(self, out: list[Item]) -> None:
+        """Line 2 is a record: the first line was a bad metadata line of a real file."""
+        if self._held is not None:
+            problem, _ = self._held
+            self._held = None
+            self.parse_errors += 1
+            out.append(problem)
+
+    def _not_scope_stats(self, out: list[Item]) -> None:
+        """Neither line 1 nor line 2 is what a scope_stats file holds: one error, the rest is not read."""
+        assert self._held is not None
+        _, why = self._held
+        self._held = None
+        self._dead = True
+        self._error(out, 1, "not_scope_stats", f"not a scope_stats file: {why}")
+
+    def _too_long(self, out: list[Item]) -> None:
+        self._error(out, self.line, "line_too_long", f"line longer than {self._max_line} bytes, skipped")
+
+    def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
+        """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1."""
+        raws = self._batch(buf, start, end)
+        if raws is None:
+            for piece in buf[start:end - 1].split(b"\n"):
+                self._line(piece, out)
+            return
+        self._release(out)
+        first = self.line + 1
+        self.line += len(raws)
+        if self._wraps or self._version < 5:
+            checked = self._checked
+            for line, r in enumerate(raws, first):
+                checked(r, line, out)
+        else:
+            self._checked_v6(raws, first, out)
+
+    def _batch(self, buf: bytes, start: int, end: int) -> list[_RawRecord] | None:
+        """The lines of ``buf[start:end]`` decoded by one ``decode_lines`` call, one record per line;
+        None unless that provably reads the same records as :meth:`_line` one line at a time.
+
+        It does when every line starts with ``{"site": "`` (the runtime's first key) and ends with
+        ``}`` (so no blank line, no CR, no value spanning lines: ``}`` newline ``{`` cannot be
+        inside one JSON value), no line is over ``max_line``, and there are as many values as lines
+        (so none holds two).
+        """
+        if self._dead or not buf.startswith(_SITE_OPEN, start) or not buf.endswith(b"}\n", start, end):
+            return None
+        n = buf.count(b"\n", start, end)
+        if buf.count(_LINE_BREAK, start, end) != n - 1 or (end - start > self._max_line
+                                                          and not self._fits(buf, start, end)):
+            return None
+        try:
+            raws = _RECORD_DECODER.decode_lines(memoryview(buf)[start:end])
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        return raws if len(raws) == n else None
+
+    def _fits(self, buf: bytes, start: int, end: int) -> bool:
+        """No line of ``buf[start:end]`` (ending with a newline) is longer than ``max_line``."""
+        window = self._max_line + 1
+        while end - start > window:
+            nl = buf.rfind(b"\n", start, start + window)
+            if nl < 0:
+                return False
+            start = nl + 1
+        return True
+
+    def _line(self, raw: bytes, out: list[Item]) -> None:
+        self.line += 1
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+            if not self._crlf_warned:
+                self._crlf_warned = True
+                out.append(Problem(self.line, "crlf", "CRLF line endings, read as LF", "warning"))
+        if self._dead:
+            return
+        if self._held is not None and self.line >= 2:
+            mark, errors, records = len(out), self.parse_errors, self.records
+            self._line_body(raw, out)
+            if self.records > records:
+                self._release(out)
+            else:  # line 2 is no record either: not this tool's file; its own complaint is dropped
+                del out[mark:]
+                self.parse_errors = errors
+                self._not_scope_stats(out)
+            return
+        self._line_body(raw, out)
+
+    def _line_body(self, raw: bytes, out: list[Item]) -> None:
+        if not raw.strip():
+            self._error(out, self.line, "blank_line", "blank line")
+            return
+        if len(raw) > self._max_line:
+            self._too_long(out)
+            return
+        if self.line == 1:
+            if raw.startswith(BOM):
+                raw = raw[len(BOM):]
+                out.append(Problem(1, "bom", "UTF-8 byte order mark before the metadata line, ignored", "warning"))
+            self._first_line(raw, out)
+            return
+        self._record(raw, out)
+
+    def _first_line(self, raw: bytes, out: list[Item]) -> None:
+        try:
+            obj: Any = msgspec.json.decode(raw)
+        except RecursionError:
+            self._hold(Problem(1, "nested_too_deep", f"first line: {_TOO_DEEP}"), "its first line is not JSON")
+            return
+        except msgspec.DecodeError as err:
+            binary = b"\x00" in raw or not _is_utf8(raw)
+            self._hold(Problem(1, "invalid_json", f"metadata line: {_describe(err, raw)}"),
+                       "its first line is binary data, not JSON" if binary else "its first line is not JSON")
+            return
+        if not isinstance(obj, dict) or "version" not in obj:
+            problem = Problem(1, "no_metadata", "first line is not the metadata line (no \"version\")")
+            if isinstance(obj, dict) and "phase" in obj:  # a record: a file that lost its metadata line
+                self._error(out, 1, problem.reason, problem.message)
+                self._record(raw, out)
+                return
+            self._hold(problem, "its first line has no \"version\"" if isinstance(obj, dict)
+                       else "its first line is not a JSON object")
+            return
+        if not isinstance(obj["version"], int) or isinstance(obj["version"], bool):
+            self._hold(Problem(1, "bad_metadata", "metadata line unreadable (\"version\" is not an integer): "
+                               "version, fatal, dropped, total and capacities unknown"),
+                       "its first line's \"version\" is not an integer")
+            return
+        try:
+            m = _META_DECODER.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as err:
+            why = _TOO_DEEP if isinstance(err, RecursionError) else _describe(err, raw)
+            self._error(out, 1, "bad_metadata",
+                        f"metadata line unreadable ({why}): version, fatal, dropped, total and capacities unknown")
+            return
+        if m.total is not msgspec.UNSET and m.dropped > m.total:
+            self._error(out, 1, "bad_metadata",
+                        f"metadata line unreadable (dropped {m.dropped} is more than total {m.total}, which counts "
+                        "the dropped records too): version, fatal, dropped, total and capacities unknown")
+            return
+        if m.version not in SUPPORTED_VERSIONS:
+            if m.version < SUPPORTED_VERSIONS.start:
+                self._dead = True
+                self._error(out, 1, "unsupported_version",
+                            f"schema version {m.version} is not supported (versions 4-6 are)")
+                return
+            out.append(Problem(1, "newer_version",
+                               f"schema version {m.version} is newer than 6; read as version 6", "warning"))
+        self._version = m.version
+        self._wraps = m.version in (4, 5)
+        if not m.task_window_max or not m.heap_max:
+            out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
+                               "warning"))
+        self.meta = Meta(
+            version=m.version, fatal=m.fatal, dropped=m.dropped,
+            total=None if m.total is msgspec.UNSET else m.total,
+            task_window_max=tuple(m.task_window_max), heap_max=tuple(m.heap_max),
+            dep_pool_max=tuple(m.dep_pool_max),
+            tensormap_max=None if m.tensormap_max is msgspec.UNSET else m.tensormap_max,
+        )
+        out.append(self.meta)
+
+    def _record(self, raw: bytes, out: list[Item]) -> None:
+        line = self.line
+        try:
+            r = _RECORD_DECODER.decode(raw)
+        except RecursionError:
+            self._error(out, line, "nested_too_deep", _TOO_DEEP)
+            return
+        except msgspec.DecodeError as err:
+            fixed = None if isinstance(err, msgspec.ValidationError) else _repair_site(raw)
+            if fixed is not None:
+                try:
+                    r = _RECORD_DECODER.decode(fixed)
+                except (msgspec.DecodeError, RecursionError):
+                    pass
+                else:
+                    if not self._site_warned:
+                        self._site_warned = True
+                        out.append(Problem(line, "unescaped_site",
+                                           "site is not valid JSON (a \" or a cut UTF-8 character in the file "
+                                           "name, written unescaped by the runtime); repaired, and so are later "
+                                           "such lines", "warning"))
+                    self._checked(r, line, out)
+                    return
+            if b'"version"' in raw and b'"site"' not in raw:
+                self._error(out, line, "metadata_again",
+                            "a second metadata line: two runs concatenated in one file?")
+            else:
+                self._error(out, line, "invalid_record", _describe(err, raw))
+            return
+        self._checked(r, line, out)
+
+    def _checked(self, r: _RawRecord, line: int, out: list[Item]) -> None:
+        """Validate a decoded record against the metadata and the ring's previous sample."""
+        if r.phase == "task":
+            if not self._task_warned:
+                self._task_warned = True
+                out.append(Problem(line, "task_records", '"phase": "task" records are ignored', "warning"))
+            return
+        if not 0 <= r.depth <= MAX_DEPTH:
+            self._error(out, line, "depth_out_of_range", f"depth {r.depth} outside 0..{MAX_DEPTH}")
+            return
+        meta = self.meta
+        rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
+        ring = r.ring
+        if not 0 <= ring < rings:
+            self._error(out, line, "ring_out_of_range",
+                        f"ring {ring} outside the metadata's rings 0..{rings - 1}")
+            return
+        dps, dpe = r.dep_pool_start, r.dep_pool_end
+        if self._version >= 5 and (dps is None or dpe is None):
+            self._error(out, line, "invalid_record",
+                        f"missing dep_pool_start/dep_pool_end (required in version {self._version})")
+            return
+        if self._version == 4:
+            dps = dpe = None
+        tws, twe, hs, he = r.task_window_start, r.task_window_end, r.heap_start, r.heap_end
+        if (tws < 0 or twe < 0 or hs < 0 or he < 0 or r.tensormap < 0
+                or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
+            self._error(out, line, "negative_counter", "a counter is negative")
+            return
+        wraps = self._wraps
+        if wraps:
+            hs, he = self._unroll(ring, hs, he)
+        rec = Record(line, r.site, r.phase, r.depth, ring, tws, twe, hs, he, dps, dpe, r.tensormap)
+        last = self._last.get(ring)
+        self._last[ring] = rec
+        self._raw_heap[ring] = r.heap_end
+        if last is not None and (tws < last.task_window_start or twe < last.task_window_end
+                                 or (dps or 0) < (last.dep_pool_start or 0) or (dpe or 0) < (last.dep_pool_end or 0)
+                                 or (not wraps and (hs < last.heap_start or he < last.heap_end))):
+            # v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the
+            # tail may (a full ring reads as empty, so the next sample's tail is lower): not checked.
+            # The record is dropped, but it stays the ring's reference (set above): after one
+            # corrupt spike the following good records must not all read as going backwards.
+            now = (tws, twe, hs, he, dps or 0, dpe or 0)
+            prev = (last.task_window_start, last.task_window_end, last.heap_start, last.heap_end,
+                    last.dep_pool_start or 0, last.dep_pool_end or 0)
+            names = ("task_window_start", "task_window_end", "heap_start", "heap_end",
+                     "dep_pool_start", "dep_pool_end")
+            which = next(i for i in (0, 1, 2, 3, 4, 5) if now[i] < prev[i] and not (wraps and i in (2, 3)))
+            self._error(out, line, "counter_backwards",
+                        f"{names[which]} went backwards on ring {ring}: {now[which]} after {prev[which]}")
+            return
+        self.records += 1
+        out.append(rec)
+
+    def _checked_v6(self, raws: list[_RawRecord], line: int, out: list[Item]) -> None:
+        """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap
+        counters that do not wrap, dep pool required).  A record that passes every check against
+        its ring's previous sample is built here in one go; any other goes through :meth:`_checked`
+        (the ring's first sample, a task record, anything out of range, missing or backwards),
+        which makes the same checks in order and says what is wrong."""
+        last_of = self._last
+        append = out.append
+        checked = self._checked
+        slow = 0
+        for n, r in enumerate(raws, line):
+            ring = r.ring
+            try:
+                last = last_of[ring]
+            except KeyError:  # the ring's first sample, or a ring out of range
+                checked(r, n, out)
+                slow += 1
+                continue
+            depth = r.depth
+            tm = r.tensormap
+            dps = r.dep_pool_start
+            dpe = r.dep_pool_end
+            tws = r.task_window_start
+            twe = r.task_window_end
+            hs = r.heap_start
+            he = r.heap_end
+            # a ring with a previous sample is in range, and that sample's counters are >= 0:
+            # counters that did not go backwards are not negative either
+            if (not 0 <= depth <= MAX_DEPTH or tm < 0 or dps is None or dpe is None or r.phase == "task"
+                    or tws < last.task_window_start or twe < last.task_window_end
+                    or hs < last.heap_start or he < last.heap_end
+                    or dps < last.dep_pool_start or dpe < last.dep_pool_end):  # type: ignore[operator]
+                checked(r, n, out)
+                slow += 1
+            else:
+                last_of[ring] = rec = Record(n, r.site, r.phase, depth, ring, tws, twe, hs, he, dps, dpe, tm)
+                append(rec)
+        self.records += len(raws) - slow
+
+    def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
+        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""
+        cap = self.meta.capacity("heap", ring) if self.meta is not None else None
+        if cap is None:
+            return raw_tail, raw_head
+        last_raw = self._raw_heap.get(ring)
+        last = self._last.get(ring)
+        if last_raw is None or last is None:  # first sample of the ring: the lap that keeps the tail >= 0
+            head = raw_head + cap if raw_head < raw_tail else raw_head
+        else:
+            head = last.heap_end + (raw_head - last_raw) % cap
+        return head - (raw_head - raw_tail) % cap, head

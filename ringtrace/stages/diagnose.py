@@ -1,0 +1,452 @@
+"""Run summary -> findings: the user guide's "Interpret it" table and failure modes (§5, §6).
+
+Pure.  Every finding names the rule, a severity and a message with ring, resource, site and
+numbers, so a person can act on it without opening the file.  Thresholds are settable
+(``Thresholds``, from the configuration) and documented in the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+import msgspec
+
+from ringtrace.model.records import (
+    RESOURCES,
+    Deadlock,
+    Finding,
+    HostLog,
+    Meta,
+    OpenScope,
+    Peak,
+    RunSummary,
+    Usage,
+    WedgeCause,
+)
+from ringtrace.model.runtime import ERROR_CODES, error_name
+from ringtrace.model.runtime import fmt_amount as fmt_amount
+
+ORCH_ERRORS: Mapping[int, tuple[str, str]] = MappingProxyType(
+    {code: (e.name, e.move) for code, e in ERROR_CODES.items() if code})
+"""code -> (name, first move) for every nonzero code of the runtime's enum, read-only: a view of
+:data:`ringtrace.model.runtime.ERROR_CODES` kept for older imports (new code reads that table)."""
+
+
+class Thresholds(msgspec.Struct, frozen=True):
+    """Ratios (of capacity) that turn figures into findings."""
+
+    near: float = 0.8
+    """A ring resource at or above this share of its capacity is near capacity (also: the tensormap,
+    and a wedged scope's own task-window allocation for SCOPE_DEADLOCK)."""
+    idle: float = 0.05
+    """At or below this share, a ring counts as idle (for the auto-scope-collapse rule)."""
+    wedge: float = 0.5
+    """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
+    this share at the last sample (which is taken before the last submissions, so below ``near``)."""
+
+
+def _pct(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{100 * ratio:.0f}%"
+
+
+def diagnose(s: RunSummary, th: Thresholds | None = None,
+             open_usage: Sequence[tuple[Usage | None, ...]] = (), host_log: HostLog | None = None
+             ) -> tuple[Finding, ...]:
+    """All findings for ``s``, most severe first.
+
+    ``open_usage`` (from :meth:`Pairer.open_usage`, aligned with ``s.wedged``) lets the wedge rule
+    see what the wedged scopes allocated themselves; without it SCOPE_DEADLOCK is told from
+    FLOW_CONTROL_DEADLOCK by the number of open scopes on the ring only.
+
+    ``host_log``, the run's host log: its code confirms (or contradicts) the wedge's likely code;
+    a failure it reports with no wedge in the records (or with no records at all) is ``failed``;
+    ring sizes that differ from the metadata's are ``ring_sizes_mismatch``.
+    """
+    th = th or Thresholds()
+    out: list[Finding] = []
+    if s.wedged:
+        inner_usage = open_usage[-1] if len(open_usage) == len(s.wedged) else None
+        out.append(_wedged(s, s.wedged, th, inner_usage, host_log))
+    elif host_log is not None and host_log.failed:
+        out.append(_failed(s, host_log))
+    meta = s.meta
+    if host_log is not None and meta is not None:
+        out.extend(_sizes_mismatch(meta, host_log))
+    if meta is not None and meta.fatal:
+        out.append(Finding("fatal", "error",
+                           "a fatal was latched mid-run (\"fatal\": true): records after it are diagnostic only"))
+    if meta is not None and meta.dropped > 0:
+        out.append(Finding("dropped", "warning",
+                           f"{meta.dropped} records were dropped by the collector (back-pressure): peaks are "
+                           "lower bounds; re-run with less concurrency before trusting them"))
+    if meta is not None and meta.total is not None and not s.complete and not s.wedged:
+        out.append(Finding("incomplete", "warning",
+                           f"read {s.records} records but the metadata promises {meta.total - meta.dropped} "
+                           f"(total {meta.total} - dropped {meta.dropped}): the file is cut or still being written"))
+    if s.parse_errors:
+        out.append(Finding("parse_errors", "warning",
+                           f"{s.parse_errors} lines could not be read; figures cover the rest"))
+    if (s.unmatched_begins or s.unmatched_ends) and (meta is None or meta.dropped == 0):
+        out.append(Finding("unmatched", "warning",
+                           f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair although "
+                           "nothing was reported dropped"))
+    out.extend(_depth_cap(s))
+    out.extend(_capacity(s, th))
+    tm = s.tensormap
+    if tm.capacity and tm.peak >= th.near * tm.capacity:
+        out.append(Finding(
+            "near_capacity", "error" if tm.peak >= tm.capacity else "warning",
+            f"tensormap peaked at {tm.peak} of {tm.capacity} entries ({_pct(tm.peak / tm.capacity)}) at "
+            f"{tm.peak_site}; when it fills the run fails with orch_error_code=11 TENSORMAP_OVERFLOW",
+            None, "tensormap", tm.peak_site))
+    out.extend(_collapse(s, th))
+    if s.max_depth > 3:
+        ring3 = [p for p in s.peaks if p.ring == 3 and p.scopes and (p.high_water_ratio or 0) >= th.near]
+        text = (f"scopes nest {s.max_depth} deep; ring 3 is a clamp, so depths 3..{s.max_depth} all share ring 3 "
+                "and nesting past depth 3 only concentrates pressure there")
+        worst = max(ring3, key=lambda q: q.high_water_ratio or 0.0) if ring3 else None
+        if worst is not None:
+            text += (f": ring 3 {worst.resource} reached {_pct(worst.high_water_ratio)} of capacity at "
+                     f"{worst.high_water_site}; move the inner scopes' work to rings 1-2 or raise ring 3's capacity")
+        out.append(Finding("deep_nesting", "warning" if worst else "info", text, ring=3,
+                           resource=worst.resource if worst else None, site=worst.high_water_site if worst else None))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return tuple(sorted(out, key=lambda f: order[f.severity]))
+
+
+def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for p in s.peaks:
+        if not p.scopes or p.capacity is None:
+            continue
+        where = f"ring {p.ring} {p.resource}"
+        cap = fmt_amount(p.resource, p.capacity)
+        alloc_r, live_r, hw_r = p.alloc_ratio or 0.0, p.live_at_exit_ratio or 0.0, p.high_water_ratio or 0.0
+        # What a scope still holds of its own allocation at exit is min(alloc, live_at_exit) for that
+        # scope; the min of the ring's maxima bounds it.  alloc alone is throughput: a scope that
+        # streams (reclaim keeps up inside it) can allocate more than the ring without holding it.
+        held = min(p.alloc, p.live_at_exit)
+        held_r = held / p.capacity
+        if held_r >= th.near:
+            amount = (f"allocated {fmt_amount(p.resource, p.alloc)} of {cap} ({_pct(alloc_r)}) and holds it until "
+                      "it exits" if held == p.alloc else
+                      f"allocated {fmt_amount(p.resource, p.alloc)} of {cap} ({_pct(alloc_r)}), and up to "
+                      f"{fmt_amount(p.resource, held)} ({_pct(held_r)}) is still held at exits")
+            out.append(Finding(
+                "near_capacity", "error" if held_r >= 1.0 else "warning",
+                f"{where}: scope {p.alloc_site} (with the scopes nested in it on this ring) {amount}; at 100% the "
+                f"ring deadlocks. Split the scope, shrink its intermediates, or raise ring_{p.resource}",
+                p.ring, p.resource, p.alloc_site))
+        elif live_r >= th.near and hw_r > 1.0:
+            # high_water > capacity proves the tail moved inside that scope: reclaim works; but what is
+            # still held at an exit is what a longer run adds to: no headroom is a warning, never fine
+            out.append(Finding(
+                "no_headroom", "warning",
+                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
+                f"scope {p.live_at_exit_site} exits; reclaim keeps up (scope {p.high_water_site} reached "
+                f"{_pct(hw_r)} of capacity) but there is no headroom left: a longer run (a longer sequence, more "
+                f"layers) needs more. Raise ring_{p.resource} or cut what stays live",
+                p.ring, p.resource, p.live_at_exit_site))
+        elif live_r >= th.near:
+            out.append(Finding(
+                "pinned", "warning",
+                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
+                f"scope {p.live_at_exit_site} exits: something long-lived is pinned; shrink the cross-phase "
+                "payload or move it to an outer scope that closes later",
+                p.ring, p.resource, p.live_at_exit_site))
+        elif hw_r >= th.near:
+            out.append(Finding(
+                "streaming", "info",
+                f"{where}: scope {p.high_water_site} reached {fmt_amount(p.resource, p.high_water)} against "
+                f"{cap} ({_pct(hw_r)}) but at most {fmt_amount(p.resource, p.live_at_exit)} ({_pct(live_r)}) is held "
+                "at a scope exit: it streams and reclaim keeps up (fine)",
+                p.ring, p.resource, p.high_water_site))
+    return out
+
+
+def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
+    """One ring near or over capacity while the others stay near zero."""
+    out: list[Finding] = []
+    for resource in ("heap", "task_window"):
+        peaks = [p for p in s.peaks if p.resource == resource and p.capacity]
+        rings = {p.ring for p in peaks}
+        if len(rings) < 2:
+            continue
+        loaded = [p for p in peaks if p.scopes and (p.high_water_ratio or 0) >= th.near]
+        idle = [p for p in peaks if p not in loaded and (not p.scopes or (p.high_water_ratio or 0) <= th.idle)]
+        if len(loaded) == 1 and len(idle) == len(peaks) - 1:
+            p = loaded[0]
+            others = ", ".join(str(q.ring) for q in idle)
+            out.append(Finding(
+                "auto_scope_collapse", "warning",
+                f"ring {p.ring} carries the {resource} load ({_pct(p.high_water_ratio)} of capacity, peak at "
+                f"{p.high_water_site}) while rings {others} stay under {_pct(th.idle)}: auto-scope collapse or all "
+                "work at one depth; place scopes so the load spreads over rings 0-3 (guide §3)",
+                p.ring, resource, p.high_water_site))
+            break
+    return out
+
+
+def _depth_cap(s: RunSummary) -> list[Finding]:
+    """``depth_cap`` (warning): the records reached the collector's depth cap, so pairing past it may be shifted.
+
+    Read from ``depth_cap_line`` and ``uncounted`` of the pairer's summary (``ringtrace.stages.pair.CappedSummary``;
+    by attribute, as this module does not import the pairer): no finding for a summary without them.
+    """
+    line = getattr(s, "depth_cap_line", 0)
+    if not line:
+        return []
+    uncounted = getattr(s, "uncounted", 0)
+    return [Finding(
+        "depth_cap", "warning",
+        f"scopes nest 64 deep (depth 63 first reached at line {line}): the runtime's collector keeps at most 64 "
+        "open scopes, so a deeper begin is not recorded while its end is, attributed to the depth-63 scope; from "
+        f"line {line} on an end may pair with the wrong begin. The {uncounted} scope(s) that closed at or after "
+        f"line {line} are not counted in the peaks: the ring figures cover the scopes that closed before it and "
+        "are lower bounds for the run (keep nesting under 64 levels to measure it exactly)")]
+
+
+def likely_error(s: RunSummary, innermost: OpenScope, th: Thresholds | None = None,
+                 usage: tuple[Usage | None, ...] | None = None) -> tuple[int | None, Peak | None, float]:
+    """The orch_error_code a wedge most likely raised, the resource behind it and its fill ratio.
+
+    At the last sample of the innermost scope's ring: the tensormap at ``near`` -> 11; the scope's
+    own task-window allocation (``usage``, its usage so far) at ``near`` -> 1 SCOPE_DEADLOCK;
+    else the fullest resource of the ring, when at ``wedge`` or more: heap -> 2, dep pool -> 4,
+    task window -> 3 FLOW_CONTROL_DEADLOCK when other open scopes share the ring, else 1.
+    (None, None, 0.0) when nothing is full enough to blame.
+    """
+    th = th or Thresholds()
+    tm = s.tensormap
+    if tm.capacity and tm.live / tm.capacity >= th.near:
+        return 11, None, tm.live / tm.capacity
+    ring = [p for p in s.peaks if p.ring == innermost.ring and p.capacity]
+    if not ring:
+        return None, None, 0.0
+    tw = next((p for p in ring if p.resource == "task_window"), None)
+    own = usage[0] if usage else None
+    if tw is not None and tw.capacity and own is not None and own.alloc >= th.near * tw.capacity:
+        return 1, tw, own.alloc / tw.capacity
+    worst = max(ring, key=lambda p: p.live_ratio or 0.0)
+    ratio = worst.live_ratio or 0.0
+    if ratio <= 0.0 or ratio < th.wedge:
+        return None, None, 0.0
+    if worst.resource == "heap":
+        return 2, worst, ratio
+    if worst.resource == "dep_pool":
+        return 4, worst, ratio
+    same_ring = sum(1 for o in s.wedged if o.ring == innermost.ring)
+    return (3 if same_ring > 1 else 1), worst, ratio
+
+
+def _capacities(s: RunSummary, ring: int) -> str:
+    caps = [f"{p.resource} {fmt_amount(p.resource, p.capacity)}" for p in s.peaks if p.ring == ring and p.capacity]
+    return ", ".join(caps) if caps else "not in the metadata"
+
+
+def _code_text(log: HostLog) -> str | None:
+    """``orch_error_code=2 HEAP_RING_DEADLOCK``, ``sched_error_code=100 SCHEDULER_TIMEOUT (sub_class=S1:...)``,
+    ``orch_error_code=42 (code 42, not in the runtime's enum)``; None when the log latched no code."""
+    code = log.latched_code
+    if code is None:
+        return None
+    name = log.latched_name or error_name(code)
+    text = f"{log.latched_field}={code} " + (name if name else f"(code {code}, not in the runtime's enum)")
+    if log.sched_sub_class and log.latched_field == "sched_error_code":
+        text += f" (sub_class={log.sched_sub_class})"
+    return text
+
+
+def _pool_text(d: Deadlock) -> str:
+    if d.kind == "fanin_pool":
+        text = (", the fanin spill pool (sized from ring_dep_pool, not recorded in scope_stats: the dep_pool "
+                "columns can look fine)")
+    else:
+        text = ", the dep pool"
+    if d.pool_used is not None and d.pool_size is not None:
+        text += f": {d.pool_used}/{d.pool_size} entries in use"
+    if d.pool_needed is not None:
+        text += f", {d.pool_needed} entries needed"
+    return text
+
+
+def _bytes(n: int) -> str:
+    """``64.0 KiB``, and the exact count where that rounds (a ring of 65535 bytes is not 64.0 KiB)."""
+    return fmt_amount("heap", n) + (f" ({n} B)" if n >= 1024 and n % 1024 else "")
+
+
+def describe_log(log: HostLog) -> str:
+    """The log's error in a line: ``orch_error_code=2 HEAP_RING_DEADLOCK on ring 3, requested 1.0 KiB, ring full``.
+
+    The code is the one the runtime latched (either field; a code outside the enum by its number), then
+    what the deadlock report says: the ring, what was asked, which pool (the dep pool or the fanin spill
+    pool), and whether the runtime proved a head-of-line deadlock.
+    """
+    text = _code_text(log)
+    if text is None:
+        text = (f"runtime_status={log.runtime_status} with no error code latched" if log.runtime_status else
+                (log.fatal_lines or log.run_status or ("a failure",))[0])
+    note = (" (named only by the scheduler's 'Fatal error' line: the process ended before the orch_error_code line)"
+            if log.code_source == "fatal_error" else "")
+    d = log.deadlock
+    if d is None:
+        return text + note
+    if d.ring is not None:
+        text += f" on ring {d.ring}"
+    if d.kind == "heap" and d.requested_bytes is not None:
+        text += f", requested {_bytes(d.requested_bytes)}"
+        if d.heap_size is not None and d.requested_bytes > d.heap_size:
+            text += f", more than the whole ring ({_bytes(d.heap_size)})"
+        elif d.heap_available is not None and d.heap_available <= d.requested_bytes:
+            text += f", ring full ({_bytes(d.heap_available)} free)"
+    elif d.kind == "task_window" and d.task_active is not None and d.task_size:
+        text += f", {d.task_active}/{d.task_size} task slots in use"
+        if d.task_active >= d.task_size - 1:
+            text += ", ring full (a window of N holds N - 1 tasks)"
+    elif d.kind == "scope" and d.scope_tasks is not None and d.task_size:
+        text += (f", {d.scope_tasks} tasks in one scope against a task window of {d.task_size} (a window of N "
+                 "holds N - 1 tasks)")
+    elif d.kind in ("dep_pool", "fanin_pool"):
+        text += _pool_text(d)
+    if d.provable:
+        text += ", a provable head-of-line deadlock (the oldest task belongs to a scope that cannot end)"
+    return text + note
+
+
+def _where(log: HostLog) -> str:
+    line = log.deadlock.line if log.deadlock is not None else 0
+    return f"{log.path}:{line}" if line else log.path
+
+
+def _meaning(code: int | None) -> str:
+    """``: what the code means; the first move`` (and that sizing cannot fix it), or why there is none."""
+    if code is None:
+        return ""
+    entry = ERROR_CODES.get(code)
+    if entry is None:  # the code itself is named by its number before this
+        return ": still a failure; read the host log and the device logs"
+    text = f": {entry.meaning}; {entry.move}"
+    if entry.resource is None and code != 11 and "ring size" not in text:  # 11: a capacity, but not a ring's
+        text += " (not a ring size: bigger rings will not fix it)"
+    return text
+
+
+def _failed(s: RunSummary, log: HostLog) -> Finding:
+    code = log.latched_code
+    text = f"the host log reports {describe_log(log)} ({_where(log)})"
+    if s.meta is None and s.records == 0:
+        text += (". No scope_stats records exist for this run (the runtime's simulator writes none for a failed "
+                 "run, nor does a process that dies in a hang)")
+        if log.not_written:
+            text += f"; the log says {log.not_written[0]} was not written"
+    else:
+        text += ", although the records show no scope left open"
+    text += _meaning(code)
+    return Finding("failed", "error", text, log.ring, None, None, code, None, True)
+
+
+def _sizes_mismatch(meta: Meta, log: HostLog) -> list[Finding]:
+    sizes = log.ring_sizes
+    if sizes is None:
+        return []
+    diffs: list[str] = []
+    for res in RESOURCES:
+        from_meta: tuple[int, ...] = getattr(meta, f"{res}_max")
+        from_log: tuple[int, ...] = getattr(sizes, res)
+        for ring, (m, g) in enumerate(zip(from_meta, from_log, strict=False)):
+            if m != g:
+                diffs.append(f"ring {ring} {res} {fmt_amount(res, g)} in the log, {fmt_amount(res, m)} in the metadata")
+    if not diffs:
+        return []
+    return [Finding("ring_sizes_mismatch", "warning",
+                    f"the host log's 'Ring buffer sizes' line ({log.path}:{sizes.line}) and the metadata line "
+                    f"disagree: {'; '.join(diffs)}: the log and the records may be from different runs")]
+
+
+def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
+            usage: tuple[Usage | None, ...] | None, log: HostLog | None = None) -> Finding:
+    inner = wedged[-1]
+    code, peak, ratio = likely_error(s, inner, th, usage)
+    log_code = log.latched_code if log is not None else None
+    text = (f"run wedged in scope {inner.site} (depth {inner.depth}, ring {inner.ring}, begin at line "
+            f"{inner.line}); {len(wedged)} scope(s) never closed")
+    if code is not None:
+        name, move = ERROR_CODES[code].name, ERROR_CODES[code].move
+        if code == 1 and usage is not None and usage[0] is not None and peak is not None:
+            held = (f"the scope itself allocated {usage[0].alloc} of the ring {inner.ring} task window's "
+                    f"{peak.capacity} slots ({_pct(ratio)}) by the last sample")
+        elif peak is not None:
+            held = f"ring {inner.ring} {peak.resource} at {_pct(ratio)} of capacity at the last sample"
+        else:
+            held = f"tensormap at {_pct(ratio)} of capacity"
+        text += f". Likely orch_error_code={code} {name} ({held}): {move}"
+    elif log_code is None:
+        text += (f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it); "
+                 f"look for orch_error_code= in the host log. Ring {inner.ring} capacities: "
+                 f"{_capacities(s, inner.ring)}")
+    else:
+        text += f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it)"
+    confirmed: bool | None = None
+    if log is not None and log_code is not None:
+        said = f"{describe_log(log)} ({_where(log)})"
+        if code is None or code == log_code:
+            confirmed = True
+            text += f". {'Confirmed' if code == log_code else 'Named'} by the host log: {said}"
+            if code is None:
+                text += _meaning(log_code)
+        else:
+            confirmed = False
+            text += (f". The host log disagrees: it says {said}, the records suggested orch_error_code={code} "
+                     f"{ERROR_CODES[code].name}; the log is the runtime's own word")
+            text += _meaning(log_code)
+        if log.ring is not None and log.ring != inner.ring:
+            text += f" (the log names ring {log.ring}, the innermost open scope is on ring {inner.ring})"
+    elif log is not None and log.failed:
+        text += f". The host log reports a failure without an error code: {describe_log(log)}"
+    if s.meta is not None and not s.meta.fatal:
+        text += '. "fatal" is false, as deadlocks leave it'
+    resource = "tensormap" if code == 11 else peak.resource if peak else None
+    fill = ratio if code else None
+    if confirmed is not None and log_code != code:  # the log's code wins; the records' fill was another resource's
+        code, fill, resource = log_code, None, None
+    return Finding("wedged", "error", text, inner.ring, resource, inner.site, code, fill, confirmed)
+
+
+def wedge_causes(s: RunSummary, findings: Sequence[Finding], th: Thresholds | None = None) -> tuple[WedgeCause, ...]:
+    """One :class:`WedgeCause` per wedged scope of ``s`` (outermost first).
+
+    The innermost takes the ``wedged`` finding's code, resource and fill (made with the same
+    thresholds and host log, so every exporter says what ``summary`` says); the others
+    :func:`likely_error` on their own ring.  Where nothing is full enough to blame, the fullest
+    resource of the ring is still named (code None).
+    """
+    th = th or Thresholds()
+    finding = next((f for f in findings if f.rule == "wedged"), None)
+    out: list[WedgeCause] = []
+    for i, w in enumerate(s.wedged):
+        inner = i == len(s.wedged) - 1
+        confirmed: bool | None = None
+        if inner and finding is not None and finding.code is not None:
+            code: int | None = finding.code
+            resource = finding.resource
+            fill = finding.fill or 0.0
+            confirmed = finding.confirmed
+            peak = next((p for p in s.peaks if p.ring == w.ring and p.resource == resource), None)
+            if resource is None and peak is None:  # the log named the code; say which resource was fullest
+                ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
+                peak = max(ring, key=lambda p: p.live_ratio or 0.0) if ring else None
+                resource = peak.resource if peak is not None else None
+                fill = (peak.live_ratio or 0.0) if peak is not None else 0.0
+        else:
+            code, peak, fill = likely_error(s, w, th)
+            resource = "tensormap" if code == 11 else peak.resource if peak is not None else None
+            if inner and finding is not None:
+                confirmed = finding.confirmed
+        if code != 11 and resource is None:
+            ring = [p for p in s.peaks if p.ring == w.ring and p.capacity]
+            if ring:
+                peak = max(ring, key=lambda p: p.live_ratio or 0.0)
+                resource, fill = peak.resource, peak.live_ratio or 0.0
+        out.append(WedgeCause(w.ring, resource, float(fill), code, confirmed))
+    return tuple(out)

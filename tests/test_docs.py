@@ -1,0 +1,73 @@
+"""The docs tell the truth: the README's synopsis is the real ``--help`` usage of every command, every
+command has its page section, every alert its runbook, and the shell examples marked ``runnable`` run."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ringtrace.cli import HELP, main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def usage(command: str) -> str:
+    buf = io.StringIO()
+    with redirect_stdout(buf), pytest.raises(SystemExit):
+        main([command, "--help"])
+    return buf.getvalue().split("\n\n", 1)[0]
+
+
+def test_the_readme_is_a_front_door_with_the_real_synopsis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")  # argparse wraps the usage to the terminal
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    block = re.search(r"<!-- synopsis[^\n]*-->\n```\n(.*?)\n```\n<!-- /synopsis -->", text, re.S)
+    assert block is not None
+    order = ["summary", "check", "advise", "report", "convert", "watch", "diff", "demo"]
+    assert sorted(order) == sorted(HELP)
+    assert block.group(1) == "\n".join(usage(c) for c in order)
+    for link in re.findall(r"\]\((docs/[\w.]+)\)", text):
+        assert (ROOT / link).is_file(), link
+
+
+def test_every_command_has_its_section_and_every_alert_its_runbook() -> None:
+    commands = (DOCS / "commands.md").read_text() + (DOCS / "outputs.md").read_text() + \
+        (DOCS / "operations.md").read_text()
+    for name in HELP:
+        assert f"ringtrace {name}" in commands, name
+    runbooks = (DOCS / "runbooks.md").read_text()
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "ringtrace-alerts.yml").read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts
+    for r in alerts:
+        assert f"#### Alert {r['alert']}\n" in runbooks, r["alert"]
+        assert r["annotations"]["runbook_url"].endswith("docs/runbooks.md#alert-" + r["alert"].lower())
+
+
+def runnable_blocks() -> list[tuple[str, str]]:
+    out = []
+    for page in sorted(DOCS.glob("*.md")):
+        for i, block in enumerate(re.findall(r"```sh runnable\n(.*?)```", page.read_text(), re.S)):
+            out.append((f"{page.name}#{i}", block))
+    return out
+
+
+@pytest.mark.parametrize(("where", "script"), runnable_blocks())
+def test_the_runnable_examples_run(where: str, script: str, tmp_path: Path) -> None:
+    fixtures = ROOT / "tests" / "fixtures"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "SAMPLES": str(fixtures / "samples"), "SIZING": str(fixtures / "sizing")}
+    proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, (where, proc.stdout, proc.stderr)
