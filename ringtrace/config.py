@@ -67,7 +67,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def thresholds(self) -> Thresholds:
-        return Thresholds(near=self.near, idle=self.idle, wedge=self.wedge)
+        return Thresholds(near=self.near, idle=self.idle, wedge=self.wedge, headroom=self.headroom)
 
 
 FIELDS: tuple[str, ...] = Config.__struct_fields__

@@ -423,3 +423,20 @@ def table() -> str:
 
 if __name__ == "__main__":
     print(table())
+
+
+def test_the_configured_headroom_is_honoured_in_every_runs_advice(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _tree(tmp_path, PROGRAMS["heap_bound"][0])
+
+    def heap_next(headroom: str | None) -> dict[int, int]:
+        if headroom is None:
+            monkeypatch.delenv("RINGTRACE_HEADROOM", raising=False)
+        else:
+            monkeypatch.setenv("RINGTRACE_HEADROOM", headroom)
+        assert main(["summary", "--format", "json", str(path)]) == 0
+        advice = json.loads(capsys.readouterr().out)["files"][0]["advice"]
+        return {a["ring"]: a["measure_next"] for a in advice if a["resource"] == "heap"}
+
+    default, wide = heap_next(None), heap_next("1")
+    assert default and all(wide[r] > default[r] for r in default)  # summary's per-run advice (and /metrics')

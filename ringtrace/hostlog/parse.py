@@ -507,7 +507,8 @@ def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = 
     dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
     summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
     source = Source("", Labels(lab.run, rank, dispatch))
-    advice = advise(summary, labels=source.labels, host_log=log)  # what the log alone proves, and the next run
+    headroom = thresholds.headroom if thresholds is not None else Thresholds().headroom
+    advice = advise(summary, headroom, labels=source.labels, host_log=log)  # what the log alone proves
     return (RunStarted(source, None),
             RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log,
                         advice=advice, key=key))

@@ -44,6 +44,9 @@ class Thresholds(msgspec.Struct, frozen=True):
     wedge: float = 0.5
     """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
     this share at the last sample (which is taken before the last submissions, so below ``near``)."""
+    headroom: float = 0.1
+    """The share ``advise`` adds over a proven need: every run's advice (summary JSON, events, the
+    Prometheus recommended capacity) uses the configured ``--headroom``."""
 
 
 def _pct(ratio: float | None) -> str:

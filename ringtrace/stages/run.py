@@ -91,7 +91,8 @@ class Run:
                 "are not called wedged and a half-written last line is not an error"))
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
                                     host_log=self.host_log,
-                                    advice=advise(summary, path=self.source.path, labels=self.source.labels,
+                                    advice=advise(summary, self.thresholds.headroom, path=self.source.path,
+                                                  labels=self.source.labels,
                                                   host_log=self.host_log),
                                     key=key, wedge_causes=wedge_causes(summary, findings, self.thresholds),
                                     last_line=self.last_line, seen_at=self.seen_at)
