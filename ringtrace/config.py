@@ -53,6 +53,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     metrics_addr: str = ""
     web_config: str = ""
     series_ttl: float = 900.0
+    # report
+    report_dir: str = ""  # watch: one HTML report per finished run here
     # perfetto
     perfetto_dir: str = ""
     perfetto_format: Literal["proto", "chrome-json"] = "proto"

@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
     p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
     p.add_argument("--perfetto-dir", metavar="DIR", help="write one Perfetto trace per finished run here")
+    p.add_argument("--report-dir", metavar="DIR", help="write one offline HTML report per finished run here")
     p.add_argument("--perfetto-format", choices=config_mod.literal_choices("perfetto_format"),
                    help="proto (default) or chrome-json")
     _add_otlp(p)

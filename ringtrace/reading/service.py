@@ -142,6 +142,12 @@ def sinks_from_config(cfg: Config, shutdown_seconds: float = SHUTDOWN_SECONDS) -
         Path(cfg.perfetto_dir).mkdir(parents=True, exist_ok=True)
         sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
         notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
+    if cfg.report_dir:
+        from ringtrace.report import ReportDirSink
+
+        Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
+        sinks.append(ReportDirSink(Path(cfg.report_dir), cfg.headroom))
+        notes.append(f"HTML reports (one per finished run): {cfg.report_dir}")
     if otlp_wanted(cfg):
         sinks.append(otlp_sink(cfg, flush_timeout=otlp_flush_seconds(shutdown_seconds)))  # within the budget
         notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "

@@ -13,9 +13,13 @@ json`` file object of each run, embedded as is.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
+import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ringtrace.analysis.advise import ProgramAnswer, RunFacts, advise_programs, program_json, snippet
@@ -201,3 +205,55 @@ def report_paths(fins: Sequence[RunFinished]) -> str:
     if len(fins) == 1:
         return fins[0].source.display_path or fins[0].source.name
     return f"{len(fins)} sources"
+
+
+class ReportDirSink:
+    """``watch --report-dir DIR``: one report per finished run, as the runtime's scene tests write theirs.
+
+    Keeps each open run's bounded picture (:class:`ReportCollector`); at its ``RunFinished`` the page is
+    written to ``DIR/<name>.html`` (a temporary name, then renamed: a reader never sees half a page) and
+    the run's picture is dropped.  Called from its own worker (the fan-out's outlet); a page that cannot
+    be written raises, so the fan-out counts it."""
+
+    name = "report-dir"
+    wants = WANT_ALL
+
+    def __init__(self, directory: Path, headroom: float, width: int = WIDTH) -> None:
+        self.directory = directory
+        self.headroom = headroom
+        self.collector = ReportCollector(width)
+        self.written: list[Path] = []
+
+    def receive(self, event: SinkEvent) -> None:
+        self.collector.receive(event)
+        if not isinstance(event, RunFinished):
+            return
+        keys = [k for k in self.collector.order if self.collector.sources[k].finished is event]
+        one = ReportCollector(self.collector.width)
+        for k in keys:
+            one.sources[k] = self.collector.sources.pop(k)
+            one.order.append(k)
+            self.collector.order.remove(k)
+        page = render(one, self.headroom, f"ringtrace report: {report_paths([event])}")
+        target = self.directory / page_file_name(event)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, target)
+        self.written.append(target)
+
+    def flush(self) -> None:
+        """Pages are written at each run's finish."""
+
+    def close(self) -> None:
+        """Open runs' pictures are dropped (a run not finished has no page)."""
+        self.collector = ReportCollector(self.collector.width)
+
+
+def page_file_name(fin: RunFinished) -> str:
+    """``<run>[-rank<N>][-d<K>]-<path hash>.html``: unique per source file, readable by label."""
+    lab = fin.source.labels
+    parts = [lab.run or "run", f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else ""]
+    name = re.sub(r"[^\w.-]+", "_", "-".join(p for p in parts if p)).strip("._") or "run"
+    digest = hashlib.blake2s(os.fsencode(fin.source.path or (fin.host_log.path if fin.host_log else "")),
+                             digest_size=4).hexdigest()
+    return f"{name}-{digest}.html"

@@ -196,3 +196,16 @@ def test_bad_input_writes_no_page(tmp_path: Path) -> None:
     assert proc.returncode == 2 and not out.exists()
     assert "no scope_stats" in proc.stderr
     shutil.rmtree(bad)
+
+
+def test_watch_writes_one_report_per_finished_run(browser: Browser, tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(SAMPLES / "failed"), "--once", "--quiet",
+                           "--report-dir", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pages = sorted(out.glob("*.html"))
+    files = summary_json(SAMPLES / "failed")
+    with_records = [f for f in files if f["path"]]
+    assert len(pages) == len(with_records) and not list(out.glob(".*.tmp"))
+    page, errors, requests = browser.open(pages[0])
+    assert errors == [] and requests == [] and page.locator("section.source").count() == 1
