@@ -1,4 +1,4 @@
-"""A real writer process (tests/tail/writer.py) and condition waits with deadlines, shared by the tailing tests."""
+"""A real writer process (tests/reading/tail/writer.py) and condition waits with deadlines (tailing tests)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-WRITER = Path(__file__).parent / "tail" / "writer.py"
+WRITER = Path(__file__).parent / "reading" / "tail" / "writer.py"
 
 
 class Writer:

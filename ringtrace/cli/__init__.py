@@ -16,6 +16,7 @@ Exit codes (also in the README):
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -292,7 +293,11 @@ def cmd_watch(args: argparse.Namespace, cfg: Config, out: Console, err: Console)
         try:
             await service.start()  # the metrics server binds in the loop that serves it
         except OSError as e:
-            _err(err, f"cannot set up outputs: {e}")
+            if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+                _err(err, f"--metrics-addr {cfg.metrics_addr}: {e.strerror or e} (another exporter may listen "
+                          "there: pick another HOST:PORT, or port 0 for any free one)")
+            else:
+                _err(err, f"cannot set up outputs: {e}")
             return EXIT_INPUT
         return await service.run()
 

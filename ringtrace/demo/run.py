@@ -24,6 +24,12 @@ from ringtrace.sinks.summary import SummarySink, render_run
 FINISH_DEADLINE = 60.0
 
 
+def print_summaries(out: Console, summary: SummarySink) -> None:
+    out.print()
+    for fin in summary.finished:
+        render_run(out, fin)
+
+
 async def _drive(service: Service, root: Path, pace: float, summary: SummarySink, serve: bool,
                  out: Console) -> int:
     app = service.app
@@ -39,7 +45,8 @@ async def _drive(service: Service, root: Path, pace: float, summary: SummarySink
     deadline = time.monotonic() + FINISH_DEADLINE
     while len(summary.finished) < len(files) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    if serve:
+    if serve:  # what was followed first, then keep serving
+        print_summaries(out, summary)
         out.print("serving until Ctrl-C ...")
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -80,9 +87,8 @@ def run_demo(cfg: Config, directory: str, pace: float, out: Console, serve: bool
         cfg = msgspec.structs.replace(cfg, perfetto_dir=str(root / "traces"))
     summary = SummarySink()
     files = asyncio.run(_main(cfg, root, build, pace, summary, serve, out))
-    out.print()
-    for fin in summary.finished:
-        render_run(out, fin)
+    if not serve:  # with --serve they were printed before serving
+        print_summaries(out, summary)
     wedged = sum(1 for f in summary.finished if f.summary.wedged)
     out.print(f"[bold]{len(summary.finished)} of {files} runs followed to their end[/], {wedged} wedged. Try:")
     out.print(f"  .venv/bin/ringtrace summary {build}", highlight=False)

@@ -11,7 +11,7 @@ It asserts that every bound brackets the minimum, that the final sizes complete,
 within [minimum, 1.25 x minimum] before rounding to an accepted value, and that the loop ends
 within six runs.
 
-``.venv/bin/python -m tests.test_advise`` prints the README's table.
+``.venv/bin/python -m tests.analysis.test_advise`` prints the README's table.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from ringtrace.stages.diagnose import Thresholds
 from tests._ports import free_port
 from tests._writer import Writer, wait_for
 from tests.conftest import SAMPLES
-from tests.tail.test_faults import Agent, events, put_run
+from tests.reading.tail.test_faults import Agent, events, put_run
 
 NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"

@@ -274,7 +274,7 @@ def test_sighup_reopens_a_sinks_output_after_a_rotation(tmp_path: Path, writer: 
     root, out = tmp_path / "tree", tmp_path / "lines.jsonl"
     root.mkdir()
     port = free_port()
-    agent = Proc([sys.executable, str(Path(__file__).parent / "_reopen_agent.py"), str(root), str(out), str(port)],
+    agent = Proc([sys.executable, str(Path(__file__).parents[1] / "_reopen_agent.py"), str(root), str(out), str(port)],
                  port)
     procs.append(agent)
     wait_for(agent.ready, timeout=30, what="the agent to be ready")

@@ -24,16 +24,16 @@ from ringtrace.cli import main
 from ringtrace.hostlog.match import contradiction, match_logs
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.records import Deadlock, HostLog, Meta, RingSizes
-from tests.conftest import SAMPLES, encode_lines, meta, rec
-from tests.test_cli import (
+from tests.cli.test_cli import (
     Result,
     _clean_env,  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
 )
+from tests.conftest import SAMPLES, encode_lines, meta, rec
 
 FLOW_DIR = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 HEAP_DIR = SAMPLES / "failed/HeapRingDeadlock"
 ABORT_LOG = SAMPLES / "failed/VectorExample_heap128k_abort/host.log"
-VECTOR = Path(__file__).parent / "fixtures" / "discovery" / "vector" / "outputs"
+VECTOR = Path(__file__).parents[1] / "fixtures" / "discovery" / "vector" / "outputs"
 DEP_RUN = VECTOR / "TestVectorExample_default_20261130_100300"  # failed: orch_error_code=4, host.log only
 DONE_RUN = VECTOR / "TestVectorExample_default_20261130_100600"  # completed with heap[1] = 196608, file only
 HEAP_RUN = VECTOR / "TestVectorExample_default_20261130_100700"  # failed at heap[1] = 196607, host.log only

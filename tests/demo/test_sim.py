@@ -30,7 +30,7 @@ from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.diagnose import Thresholds
 from tests._sinks import Collect
 
-SAMPLE = (Path(__file__).parent / "fixtures" / "samples" / "outputs" /
+SAMPLE = (Path(__file__).parents[1] / "fixtures" / "samples" / "outputs" /
           "TestPagedAttention_big16x2048_tight_20261130_101530" / "scope_stats" / "scope_stats.jsonl")
 VERSIONS: tuple[sim.Version, ...] = (4, 5, 6)
 

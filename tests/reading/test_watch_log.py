@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLES = Path(__file__).parent / "fixtures" / "samples"
+SAMPLES = Path(__file__).parents[1] / "fixtures" / "samples"
 
 
 def watch(*args: str) -> subprocess.CompletedProcess[str]:

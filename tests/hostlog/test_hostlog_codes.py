@@ -25,11 +25,11 @@ import pytest
 from ringtrace.cli import main
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.runtime import ERROR_CODES
-from tests.conftest import WriteJsonl, meta, rec
-from tests.test_cli import (
+from tests.cli.test_cli import (
     Result,
     _clean_env,  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
 )
+from tests.conftest import WriteJsonl, meta, rec
 
 V = "[mono_ns=9][T0x7f][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
 EXIT = "[ERROR] handle_orchestrator_exit: [scheduler_cold_path.cpp:65] "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests._writer import wait_for
-from tests.tail.test_faults import Agent, put_run
+from tests.reading.tail.test_faults import Agent, put_run
 
 
 @pytest.fixture

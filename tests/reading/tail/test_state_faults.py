@@ -20,7 +20,7 @@ import pytest
 from tests._tmpfs import fill, small_tmpfs
 from tests._writer import wait_for
 from tests.conftest import SAMPLES
-from tests.tail.test_faults import Agent
+from tests.reading.tail.test_faults import Agent
 
 NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 RUNS = 200

@@ -441,7 +441,7 @@ def test_version_and_help_say_what_each_command_does(capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize("width", [80, 100, 120])
 def test_the_overview_fits_the_terminal_and_leads_with_the_failure(width: int) -> None:
-    samples = Path(__file__).parent / "fixtures" / "samples"
+    samples = Path(__file__).parents[1] / "fixtures" / "samples"
     proc = subprocess.run([sys.executable, "-m", "ringtrace", "summary", str(samples)], capture_output=True,
                           text=True, env={**os.environ, "COLUMNS": str(width)}, timeout=120)
     lines = proc.stdout.splitlines()
@@ -461,7 +461,7 @@ def test_the_overview_fits_the_terminal_and_leads_with_the_failure(width: int) -
 
 
 def test_check_and_summary_agree_on_a_streaming_ring_and_on_no_headroom(tmp_path: Path) -> None:
-    samples = Path(__file__).parent / "fixtures" / "samples"
+    samples = Path(__file__).parents[1] / "fixtures" / "samples"
     tree = samples / "build_output" / "nested_l3_20261130_102011"
     summary = subprocess.run([sys.executable, "-m", "ringtrace", "summary", "--format", "json", str(tree)],
                              capture_output=True, text=True, timeout=120)
@@ -475,3 +475,15 @@ def test_check_and_summary_agree_on_a_streaming_ring_and_on_no_headroom(tmp_path
         assert not any(x["rule"] == "streaming" and "Fine" in x["message"] for x in f["findings"])
     rows = check.stdout.split("\n\n", 1)[0]
     assert "PASS" in rows and "FAIL" in rows  # the overview's gate column agrees with the lines below
+
+
+def test_a_taken_metrics_address_names_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tmp_path), "--metrics-addr",
+                            f"127.0.0.1:{port}", "--quiet"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith(f"ringtrace: --metrics-addr 127.0.0.1:{port}: ")

@@ -24,7 +24,7 @@ import pytest
 
 from tests._writer import wait_for
 from tests.conftest import SAMPLES
-from tests.tail.test_faults import Agent, agents, events  # noqa: F401 - the fixture
+from tests.reading.tail.test_faults import Agent, agents, events  # noqa: F401 - the fixture
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"

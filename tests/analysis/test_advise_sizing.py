@@ -21,7 +21,7 @@ import pytest
 from ringtrace.cli import main
 from ringtrace.model.runtime import COMPILE_DEFAULTS, accept
 
-SIZING = Path(__file__).parent / "fixtures" / "sizing"
+SIZING = Path(__file__).parents[1] / "fixtures" / "sizing"
 MINIMA = [m for m in json.loads((SIZING / "minimal_sizes.json").read_text()) if not m.get("skipped")]
 RUNS = json.loads((SIZING / "runs.json").read_text())
 CASES = sorted({m["case"] for m in MINIMA})

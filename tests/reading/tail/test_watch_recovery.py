@@ -25,7 +25,7 @@ import pytest
 
 from tests._require import require
 from tests._writer import Writer, wait_for
-from tests.tail.test_faults import NESTED, NO_DAC, Agent, agents, events, put_run  # noqa: F401 - the fixture
+from tests.reading.tail.test_faults import NESTED, NO_DAC, Agent, agents, events, put_run  # noqa: F401 - the fixture
 
 
 def dirs_in(root: Path) -> int:

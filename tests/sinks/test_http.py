@@ -37,7 +37,7 @@ from ringtrace.stages.run import Run
 from tests._require import require
 from tests._writer import wait_for
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 T = TypeVar("T")
 
 

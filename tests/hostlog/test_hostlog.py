@@ -22,7 +22,7 @@ from ringtrace.model.records import Deadlock, Finding, HostLog, RingSizes, RunSu
 from ringtrace.stages.diagnose import diagnose
 from tests.conftest import SAMPLES, read_lines, rec, with_totals
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 FLOW_LOG = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/host.log"
 HEAP_LOG = SAMPLES / "failed/HeapRingDeadlock/host.log"
 DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"
