@@ -66,13 +66,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # process
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    # the standard OTEL_* variables (endpoint, headers, certificates, timeouts) as the environment had them
+    # at start-up: read here like every setting, used by the OTLP sink; not a RINGTRACE_* setting
+    otel_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def thresholds(self) -> Thresholds:
         return Thresholds(near=self.near, idle=self.idle, wedge=self.wedge, headroom=self.headroom)
 
 
-FIELDS: tuple[str, ...] = Config.__struct_fields__
+FIELDS: tuple[str, ...] = tuple(f for f in Config.__struct_fields__ if f != "otel_env")
 FLOAT_FIELDS: tuple[str, ...] = tuple(n for n, t in get_type_hints(Config).items() if t is float)
 SECONDS_FIELDS = ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl")
 MAX_SECONDS = 366 * 86400
@@ -149,7 +152,7 @@ def build(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None 
         where = origin.get(field, field)
         raise ConfigError(f"invalid setting {where}: {err}") from None
     _validate(cfg, origin)
-    return cfg
+    return msgspec.structs.replace(cfg, otel_env=tuple(sorted((k, v) for k, v in env.items() if k.startswith("OTEL_"))))
 
 
 def _validate(cfg: Config, origin: Mapping[str, str]) -> None:

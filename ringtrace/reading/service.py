@@ -164,13 +164,14 @@ def otlp_sink(cfg: Config, *, backpressure: bool = False, flush_timeout: float =
     from ringtrace.sinks.otlp import OtlpSink
 
     return OtlpSink(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
-                    backpressure=backpressure, flush_timeout=flush_timeout)
+                    backpressure=backpressure, flush_timeout=flush_timeout, env=dict(cfg.otel_env))
 
 
 def otlp_wanted(cfg: Config) -> bool:
     """``--otlp-endpoint``, or a standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variable."""
-    return bool(cfg.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    env = dict(cfg.otel_env)
+    return bool(cfg.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,

@@ -31,7 +31,7 @@ def _body(url: str) -> bytes:
         return bytes(resp.read())
 
 
-def test_a_taken_address_is_exit_2_cannot_set_up_outputs(tmp_path: Path) -> None:
+def test_a_taken_address_is_exit_2_naming_the_flag(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -39,7 +39,7 @@ def test_a_taken_address_is_exit_2_cannot_set_up_outputs(tmp_path: Path) -> None
         proc = subprocess.run([*WATCH, str(SAMPLES), "--metrics-addr", f"127.0.0.1:{port}",
                                "--events", str(tmp_path / "ev.jsonl")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "cannot set up outputs" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"--metrics-addr 127.0.0.1:{port}: " in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_watch_serves_metrics_and_probes_then_stops_on_sigterm(tmp_path: Path) -> None:

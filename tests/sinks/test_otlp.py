@@ -1049,7 +1049,7 @@ def test_unusable_settings_are_errors_naming_the_variable(env: dict[str, str], n
         monkeypatch.setenv(k, v)
     for protocol in PROTOCOLS:
         with pytest.raises(ValueError, match=named):
-            OtlpSink(None, protocol).close()
+            OtlpSink(None, protocol, env=os.environ).close()  # the environment, as the Config captures it
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -1059,7 +1059,7 @@ def test_standard_otel_environment_is_honoured(rx: OtlpReceiver, protocol: Proto
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-ringtrace-test=yes,authorization=Bearer%20t0ken")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,team=rings")
-    sink = OtlpSink(None, protocol)  # no endpoint given: the exporter reads OTEL_EXPORTER_OTLP_ENDPOINT
+    sink = OtlpSink(None, protocol, env=os.environ)  # no endpoint given: OTEL_EXPORTER_OTLP_ENDPOINT
     try:
         col = convert([FAILED], sink)
     finally:
@@ -1106,7 +1106,7 @@ def test_tls_with_client_certificates_from_the_environment(pki: Path, protocol: 
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki / "client.crt"))
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki / "client.key"))
         assert rx.endpoint(protocol).startswith("https://")
-        sink = make_sink(rx, protocol)
+        sink = make_sink(rx, protocol, env=os.environ)
         try:
             col = convert([FAILED], sink)
         finally:

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -95,7 +94,8 @@ class OtlpSink:
                  backpressure: bool = False, retry: RetryPolicy | None = None, flush_timeout: float = 30.0,
                  close_grace: float = 0.1, sleep: Callable[[float], object] | None = None,
                  clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,
-                 wall: Callable[[], float] = time.time, resource: Resource | None = None) -> None:
+                 wall: Callable[[], float] = time.time, resource: Resource | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         if not (math.isfinite(tick) and tick > 0) or max_spans < 1 or batch_size < 1:
             raise ValueError("tick must be > 0, max_spans and batch_size >= 1")
         self.tick = tick
@@ -110,7 +110,7 @@ class OtlpSink:
         self._clock = clock
         self._uniform = uniform
         self._wall = wall
-        self.settings = resolve(endpoint, protocol, timeout, os.environ)
+        self.settings = resolve(endpoint, protocol, timeout, env or {})  # the Config read the environment
         self.resource = resource or default_resource()
         self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", ringtrace_version()))
         new = GrpcTransport if self.settings.protocol == "grpc" else HttpTransport
