@@ -338,7 +338,7 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
             otlp = otlp_sink(cfg, backpressure=True, flush_timeout=120.0)
             sinks.append(otlp)
     except OSError as e:
-        _err(err, f"cannot write {args.output}: {e.strerror or e}")
+        _err(err, f"{args.output}: cannot write: {e.strerror or e}")
         return EXIT_INPUT
     except ValueError as e:  # the SDK exporter rejects a bad OTEL_EXPORTER_OTLP_* value
         _err(err, f"cannot set up OTLP export: {e}")
@@ -373,7 +373,7 @@ def cmd_report(args: argparse.Namespace, cfg: Config, out: Console, err: Console
         tmp.write_text(page, encoding="utf-8")
         os.replace(tmp, target)
     except OSError as e:
-        _err(err, f"cannot write {args.output}: {e.strerror or e}")
+        _err(err, f"{args.output}: cannot write: {e.strerror or e}")
         return EXIT_INPUT
     out.print(f"wrote {args.output}: {len(summary.finished)} source(s), {len(page.encode()) / 1024:.0f} KiB; "
               "open it in any browser (no network needed)", highlight=False)

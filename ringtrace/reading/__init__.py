@@ -1,4 +1,4 @@
 """Reading runs: :mod:`.oneshot` (whole files, synchronously: ``summary``, ``check``, ``convert``,
-``report``, ``advise``), :mod:`.convert` (the convert function), and the live agent: :mod:`.tail` (the
+``report``, ``advise``, all through ``ringtrace.cli.common``), and the live agent: :mod:`.tail` (the
 tailer, followers, watchers; reader thread), :mod:`.app` (the event loop, the task group, bounded queues)
 and :mod:`.service` (the sinks and the metrics server assembled from the configuration)."""

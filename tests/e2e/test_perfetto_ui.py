@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 
 from ringtrace.model.records import RunFinished, RunProgress
-from ringtrace.reading.convert import convert
 from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto._layout import process_name
 from ringtrace.sources.paths import find_sources
 from ringtrace.stages.diagnose import Thresholds
+from tests._convert import convert
 from tests._require import require
 from tests._sinks import Collect
 

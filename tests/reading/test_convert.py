@@ -1,4 +1,4 @@
-"""``ringtrace convert`` (the command, and :func:`ringtrace.reading.convert.convert`): one trace for many sources,
+"""``ringtrace convert`` (the command, and its ``tests._convert`` wrapper, which runs the same command): one trace for many sources,
 decoded with Perfetto's own protos."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ringtrace.reading.convert import convert
 from ringtrace.sources.paths import find_sources
+from tests._convert import convert
 from tests.conftest import SAMPLES
 
 
