@@ -1,4 +1,4 @@
-"""``ringtrace convert`` (the command, and its ``tests._convert`` wrapper, which runs the same command): one trace for many sources,
+"""``ringtrace convert`` (the command users run; ``tests._convert`` runs it): one trace for many sources,
 decoded with Perfetto's own protos."""
 
 from __future__ import annotations
