@@ -254,3 +254,23 @@ def test_dashboard_queries_read_exposed_or_recorded_metrics(where: str, expr: st
     unknown = metric_names(expr) - exposed - recording_names() - {"up"}
     assert not unknown, f"{where}: {unknown}"
     assert metric_names(expr), f"{where}: reads no ringtrace metric"
+
+
+def _documented() -> set[str]:
+    """The metric names docs/reference.md's tables list (``{a,b}`` expanded)."""
+    text = (ROOT / "docs" / "reference.md").read_text()
+    out: set[str] = set()
+    for raw in re.findall(r"`(ringtrace_[a-z_{},]+)", text):
+        m = re.match(r"(.*_)\{([a-z_,]+)\}([a-z_]*)", raw)  # name alternatives follow an underscore
+        if m:
+            out |= {m.group(1) + part + m.group(3) for part in m.group(2).split(",")}
+        else:
+            out.add(raw.split("{", 1)[0])  # a label set follows the name
+    return out
+
+
+def test_every_exposed_metric_is_documented(exposed: set[str]) -> None:
+    documented = _documented()
+    missing = sorted(n for n in exposed if n.startswith("ringtrace_")
+                     and not ({n, re.sub(r"_(total|created)$", "", n)} & documented))
+    assert not missing, f"docs/reference.md does not list: {missing}"
