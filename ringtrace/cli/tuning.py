@@ -342,22 +342,27 @@ def diff_json(tree: TreeDiff) -> dict[str, Any]:
     return {"pairs": pairs, "unmatched": list(tree.unmatched)}
 
 
+def _short(resource: str, n: int | None) -> str:
+    """A figure in a few characters (``768.0K``, ``1.5M``; counts as they are): one diff row per ring."""
+    if n is None:
+        return "-"
+    text = fmt(resource, n)
+    return text.replace(" KiB", "K").replace(" MiB", "M").replace(" GiB", "G").replace(" B", "B")
+
+
 def _arrow(resource: str, before: int | None, after: int | None) -> str:
+    """``before→after`` (the figure alone when it did not change); the JSON has the exact values."""
     if before == after:
-        return fmt(resource, after)
-    delta = "" if before is None or after is None else f" ({'+' if after >= before else '-'}" \
-        f"{fmt(resource, abs(after - before))})"
-    return f"{fmt(resource, before)} -> {fmt(resource, after)}{delta}"
+        return _short(resource, after)
+    return f"{_short(resource, before)}→{_short(resource, after)}"
 
 
 def _pct_arrow(before: float | None, after: float | None) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.0f}%"
-    if before is None or after is None:
-        return f"{pct(before)} -> {pct(after)}" if before != after else "-"
-    if round(before, 3) == round(after, 3):
+    if before is not None and after is not None and round(before, 3) == round(after, 3):
         return pct(after)
-    return f"{pct(before)} -> {pct(after)} ({100 * (after - before):+.0f} pt)"
+    return f"{pct(before)}→{pct(after)}" if before != after else "-"
 
 
 def render_diff(console: Console, tree: TreeDiff) -> None:
@@ -365,7 +370,7 @@ def render_diff(console: Console, tree: TreeDiff) -> None:
         console.print(Text(f"A {p.a}\nB {p.b}", style="bold"))
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
         for col in ("ring", "resource", "capacity", "high water", "use", "pinned (alloc)", "live at exit"):
-            table.add_column(col, justify="left" if col == "resource" else "right")
+            table.add_column(col, justify="left" if col == "resource" else "right", no_wrap=True)
         for d in p.rings:
             b, a = d.before, d.after
             table.add_row(str(d.ring), d.resource,

@@ -67,7 +67,7 @@ def test_a_smaller_ring_before_and_after(tmp_path: Path, capsys: pytest.CaptureF
     # the table says the same in one screen
     assert main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert "256.0 MiB -> 16.0 KiB" in out and "scopes" in out
+    assert "256.0M→16.0K" in out and "scopes" in out  # one row per ring and resource: compact cells
 
 
 def test_fail_on_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,3 +121,17 @@ def test_what_cannot_be_compared_is_said(tmp_path: Path, capsys: pytest.CaptureF
     _, obj = diff(capsys, a, dropped)
     assert any("dropped" in n and "lower bounds" in n for n in obj["pairs"][0]["notes"])
     assert main(["diff", str(a), str(tmp_path / "missing")]) == 2
+
+
+def test_the_diff_table_has_one_line_per_ring_and_resource_at_100_columns() -> None:
+    import os
+    import subprocess
+    import sys
+
+    samples = Path(__file__).parents[1] / "fixtures"
+    a = samples / "samples" / "outputs" / "TestBenchmarkBgemm_Case0_20261130_101845"
+    b = samples / "sizing" / "bgemm" / "outputs" / "TestBenchmarkBgemm_Case0_20261130_100400"
+    r = subprocess.run([sys.executable, "-m", "ringtrace", "diff", str(a), str(b)], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "100"}, timeout=60)
+    rows = [line for line in r.stdout.splitlines() if line[:4].strip().isdigit()]
+    assert len(rows) == 6 and all(len(line) <= 100 for line in rows), r.stdout  # rings 0-1, three resources each
