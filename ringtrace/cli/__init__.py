@@ -37,8 +37,8 @@ from ringtrace.config import Config, ConfigError
 from ringtrace.hostlog import plan as hostlog_cli
 from ringtrace.hostlog.parse import is_log_only
 from ringtrace.model.records import RESOURCES, RunFinished
+from ringtrace.report.text import render_run
 from ringtrace.sinks import Sink, ringtrace_version
-from ringtrace.sinks.summary import render_run
 
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 

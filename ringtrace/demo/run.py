@@ -19,7 +19,8 @@ from rich.console import Console
 from ringtrace.config import Config
 from ringtrace.demo.sim import write_tree
 from ringtrace.reading.service import Service, assemble
-from ringtrace.sinks.summary import SummarySink, render_run
+from ringtrace.report.text import render_run
+from ringtrace.sinks.summary import SummarySink
 
 FINISH_DEADLINE = 60.0
 

@@ -1,0 +1,79 @@
+"""The text report: one finished run as a header, a per-ring table, wedged scopes and findings.
+
+Called by ``summary`` (table format) and ``demo`` after the sinks close; it writes to the
+console it is given and never reads files.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ringtrace.model.records import RunFinished
+from ringtrace.stages.diagnose import describe_log, fmt_amount
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _sentence(console: Console, text: Text) -> None:
+    """A finding or note: indented two columns and wrapped at the console's width (not 300 wide)."""
+    console.print(Padding(text, (0, 0, 0, 2), expand=False), soft_wrap=False, highlight=False)
+
+
+def render_run(console: Console, fin: RunFinished) -> None:
+    """One run as a header, a per-ring table, wedged scopes and findings."""
+    s, meta = fin.summary, fin.summary.meta
+    log = fin.host_log
+    name = fin.source.display_path or (f"(no scope_stats file; host log {log.path})" if log else "")
+    head = f"[bold]{escape(name)}[/bold]"  # paths and sites are data, never markup
+    if meta is not None:
+        head += (f"\n  version {meta.version}  records {s.records}/{meta.total}  dropped {meta.dropped}  "
+                 f"fatal {str(meta.fatal).lower()}  complete {str(s.complete).lower()}")
+    records = bool(fin.source.path) or log is None  # a run known from its host log alone has no figures
+    if records:
+        head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
+                 f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
+    console.print(head)
+    if log is not None:  # sentences: wrapped at the console's width
+        said = describe_log(log) if log.failed else "no failure reported"
+        _sentence(console, Text(f"host log {log.path}: {said}"))
+        if log.ring_sizes is not None:
+            rs = log.ring_sizes
+            _sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
+                                    f"dep_pool={list(rs.dep_pool)}"))
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("ring", "resource", "capacity", "high water", "use", "live at exit", "largest alloc", "peak site"):
+        table.add_column(col, justify="left" if col in ("resource", "peak site") else "right",
+                         overflow="fold")  # a narrow terminal wraps a site, never cuts its line number
+    for p in s.peaks:
+        if not p.scopes:
+            continue
+        ratio = p.high_water_ratio
+        use = "n/a" if ratio is None else f"{100 * ratio:.1f}%"
+        style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
+        table.add_row(str(p.ring), p.resource, "?" if p.capacity is None else fmt_amount(p.resource, p.capacity),
+                      fmt_amount(p.resource, p.high_water), f"[{style}]{use}[/]" if style else use,
+                      fmt_amount(p.resource, p.live_at_exit), fmt_amount(p.resource, p.alloc), Text(p.high_water_site))
+    tm = s.tensormap
+    table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), str(tm.peak),
+                  "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", Text(tm.peak_site))
+    if records:
+        console.print(table)
+    if s.wedged:
+        console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
+        for w in s.wedged:
+            console.print(f"    line {w.line}: {w.site}  depth {w.depth}  ring {w.ring}", markup=False)
+    for f in fin.findings:
+        line = Text(f.severity, style=_STYLE[f.severity])
+        line.append(f" {f.rule}: {f.message}")
+        _sentence(console, line)
+    shown = fin.problems[:10]
+    for prob in shown:
+        console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
+                      highlight=False)
+    if s.parse_errors > sum(prob.severity == "error" for prob in shown):
+        console.print(f"  ({s.parse_errors} parse errors in all)")
+    console.print()
