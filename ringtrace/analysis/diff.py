@@ -9,10 +9,52 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from ringtrace.analysis.advise import group_key
-from ringtrace.model.records import Finding, Labels, Peak, RingDiff, RingSide, RunDiff, RunFinished, TreeDiff
+from ringtrace.model.records import Finding, Labels, Peak, RunFinished
 
 RATIOS = ("high_water_ratio", "alloc_ratio", "live_at_exit_ratio")
+
+
+class RingSide(msgspec.Struct, frozen=True):
+    """One side of a ``diff`` for one (ring, resource)."""
+
+    capacity: int | None
+    high_water: int
+    alloc: int
+    live_at_exit: int
+    high_water_ratio: float | None
+    alloc_ratio: float | None
+    live_at_exit_ratio: float | None
+    high_water_site: str
+
+
+class RingDiff(msgspec.Struct, frozen=True):
+    ring: int
+    resource: str
+    before: RingSide | None  # None: the ring was not used on that side
+    after: RingSide | None
+
+
+class RunDiff(msgspec.Struct, frozen=True):
+    """Run A against run B (``ringtrace.analysis.diff``): rings, findings that came and went, scope counts."""
+
+    a: str
+    b: str
+    labels: Labels
+    rings: tuple[RingDiff, ...]
+    findings_added: tuple[Finding, ...]
+    findings_removed: tuple[Finding, ...]
+    scopes_before: int
+    scopes_after: int
+    notes: tuple[str, ...] = ()  # what the comparison cannot conclude (different programs, drops, wedges)
+    regressions: tuple[str, ...] = ()  # ratios that grew by more than the limit
+
+
+class TreeDiff(msgspec.Struct, frozen=True):
+    pairs: tuple[RunDiff, ...]
+    unmatched: tuple[str, ...]  # "A: path" / "B: path" for sources without a counterpart
 
 
 def _kind(fin: RunFinished) -> str:

@@ -28,8 +28,9 @@ from ringtrace.analysis.advise import (
     run_config_json,
     snippet,
 )
+from ringtrace.analysis.diff import RingSide, TreeDiff
 from ringtrace.config import Config
-from ringtrace.model.records import Advice, Finding, RingSide, RunAdvice, RunFinished, TreeDiff
+from ringtrace.model.records import Advice, Finding, RunAdvice, RunFinished
 from ringtrace.model.runtime import error_name
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2

@@ -3,7 +3,9 @@
 Data flows one way: ``decode`` turns bytes into :class:`Meta`, :class:`Record` and
 :class:`Problem`; ``pair`` turns records into :class:`Scope` and, at the end of a run,
 a :class:`RunSummary`.  All are immutable ``msgspec.Struct`` values (cheap to build,
-safe to share between sinks); a stage hands them on and never mutates them.
+safe to share between sinks); a stage hands them on and never mutates them.  The host log and
+advice records live here because :class:`RunFinished` carries them; a diff's records live with
+``analysis.diff``, the one stage that makes them.
 
 Counter naming follows the file: for each ring resource ``*_start`` is the ring's tail
 (oldest live entry) and ``*_end`` its head (next free entry) at the sample.
@@ -511,46 +513,6 @@ class RunAdvice(msgspec.Struct, frozen=True):
     run_config: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
     kernel_fixes: tuple[str, ...] = ()
     final: bool = False  # every entry has a recommendation (no measurement run needed)
-
-
-class RingSide(msgspec.Struct, frozen=True):
-    """One side of a ``diff`` for one (ring, resource)."""
-
-    capacity: int | None
-    high_water: int
-    alloc: int
-    live_at_exit: int
-    high_water_ratio: float | None
-    alloc_ratio: float | None
-    live_at_exit_ratio: float | None
-    high_water_site: str
-
-
-class RingDiff(msgspec.Struct, frozen=True):
-    ring: int
-    resource: str
-    before: RingSide | None  # None: the ring was not used on that side
-    after: RingSide | None
-
-
-class RunDiff(msgspec.Struct, frozen=True):
-    """Run A against run B (``ringtrace.analysis.diff``): rings, findings that came and went, scope counts."""
-
-    a: str
-    b: str
-    labels: Labels
-    rings: tuple[RingDiff, ...]
-    findings_added: tuple[Finding, ...]
-    findings_removed: tuple[Finding, ...]
-    scopes_before: int
-    scopes_after: int
-    notes: tuple[str, ...] = ()  # what the comparison cannot conclude (different programs, drops, wedges)
-    regressions: tuple[str, ...] = ()  # ratios that grew by more than the limit
-
-
-class TreeDiff(msgspec.Struct, frozen=True):
-    pairs: tuple[RunDiff, ...]
-    unmatched: tuple[str, ...]  # "A: path" / "B: path" for sources without a counterpart
 
 
 SinkEvent = RunStarted | RunProgress | RunFinished
