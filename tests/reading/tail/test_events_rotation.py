@@ -6,23 +6,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests._writer import wait_for
 from tests.reading.tail.test_faults import Agent, put_run
-
-
-@pytest.fixture
-def agents() -> Iterator[list[Agent]]:
-    started: list[Agent] = []
-    yield started
-    for a in started:
-        if a.proc.poll() is None:
-            a.proc.kill()
-            a.proc.wait()
 
 
 def runs_in(path: Path) -> list[str]:

@@ -14,11 +14,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests._ports import free_port
 from tests._require import require
@@ -90,16 +87,6 @@ class Agent:
 
     def stderr(self) -> str:
         return "".join(self.lines)
-
-
-@pytest.fixture
-def agents() -> Iterator[list[Agent]]:
-    started: list[Agent] = []
-    yield started
-    for a in started:
-        if a.proc.poll() is None:
-            a.proc.kill()
-            a.proc.wait()
 
 
 def put_run(root: Path, name: str, src: Path = SMALL) -> Path:

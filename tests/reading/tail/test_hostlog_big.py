@@ -24,7 +24,7 @@ import pytest
 
 from tests._writer import wait_for
 from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent, agents, events  # noqa: F401 - the fixture
+from tests.reading.tail.test_faults import Agent, events
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"
@@ -109,7 +109,7 @@ def healthz_held_up(probe: Prober, start: float, end: float, what: str) -> None:
 
 
 def test_a_failure_at_the_end_of_a_200_mb_log_is_found_off_the_loop(
-        tmp_path: Path, big_log: Path, agents: list[Agent], prober: list[Prober]) -> None:  # noqa: F811
+        tmp_path: Path, big_log: Path, agents: list[Agent], prober: list[Prober]) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     ev = tmp_path / "ev.jsonl"
@@ -159,7 +159,7 @@ def test_a_failure_at_the_end_of_a_200_mb_log_is_found_off_the_loop(
 
 
 def test_a_log_only_failure_dated_in_the_future_is_reported_after_the_idle_timeout(
-        tmp_path: Path, agents: list[Agent]) -> None:  # noqa: F811
+        tmp_path: Path, agents: list[Agent]) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     ev = tmp_path / "ev.jsonl"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests._writer import Writer, wait_for
 from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent, agents, events  # noqa: F401 - the fixture
+from tests.reading.tail.test_faults import Agent, events
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"  # a host log and no scope_stats file
@@ -39,7 +39,7 @@ def test_once_reads_the_host_log_beside_the_run(tmp_path: Path) -> None:
     assert events(ev2)[0]["host_log"] is None
 
 
-def test_the_service_shows_the_failure_on_metrics(tmp_path: Path, agents: list[Agent]) -> None:  # noqa: F811
+def test_the_service_shows_the_failure_on_metrics(tmp_path: Path, agents: list[Agent]) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     ev = tmp_path / "ev.jsonl"
@@ -86,7 +86,7 @@ def test_a_failed_run_without_records_is_reported_from_its_log_once(tmp_path: Pa
 
 
 def test_the_service_reports_a_log_only_run_when_its_log_stops_changing(
-        tmp_path: Path, agents: list[Agent], writer: Writer) -> None:  # noqa: F811
+        tmp_path: Path, agents: list[Agent], writer: Writer) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     ev, state = tmp_path / "ev.jsonl", tmp_path / "state"

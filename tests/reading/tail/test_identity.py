@@ -14,11 +14,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from ringtrace.model.records import RunFinished, SinkEvent
 from ringtrace.reading.oneshot import read_files
@@ -36,16 +33,6 @@ from tests.reading.tail.test_faults import Agent, events, put_run
 NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
 SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
-
-
-@pytest.fixture
-def agents() -> Iterator[list[Agent]]:
-    started: list[Agent] = []
-    yield started
-    for a in started:
-        if a.proc.poll() is None:
-            a.proc.kill()
-            a.proc.wait()
 
 
 class Roots(Agent):

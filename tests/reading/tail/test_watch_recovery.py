@@ -25,14 +25,14 @@ import pytest
 
 from tests._require import require
 from tests._writer import Writer, wait_for
-from tests.reading.tail.test_faults import NESTED, NO_DAC, Agent, agents, events, put_run  # noqa: F401 - the fixture
+from tests.reading.tail.test_faults import NESTED, NO_DAC, Agent, events, put_run
 
 
 def dirs_in(root: Path) -> int:
     return 1 + sum(len(dirs) for _, dirs, _ in os.walk(root))
 
 
-def test_a_queue_overflow_gives_every_directory_its_watch_back(tmp_path: Path, agents: list[Agent]) -> None:  # noqa: F811
+def test_a_queue_overflow_gives_every_directory_its_watch_back(tmp_path: Path, agents: list[Agent]) -> None:
     root = tmp_path / "tree"
     (root / "junk").mkdir(parents=True)
     ev = tmp_path / "ev.jsonl"
@@ -82,7 +82,7 @@ def run_records(a: Agent) -> float | None:
 
 
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
-def test_a_run_directory_renamed_mid_write_is_one_run(tmp_path: Path, agents: list[Agent],  # noqa: F811
+def test_a_run_directory_renamed_mid_write_is_one_run(tmp_path: Path, agents: list[Agent],
                                                       writer: Writer, mode: str) -> None:
     root = tmp_path / "tree"
     root.mkdir()
@@ -119,7 +119,7 @@ def test_a_run_directory_renamed_mid_write_is_one_run(tmp_path: Path, agents: li
     assert got["records"] == 1362 and got["wedged"] == [] and got["labels"]["run"] == "run_a"
 
 
-def test_a_directory_it_may_not_watch_is_counted(tmp_path: Path, agents: list[Agent]) -> None:  # noqa: F811
+def test_a_directory_it_may_not_watch_is_counted(tmp_path: Path, agents: list[Agent]) -> None:
     require(shutil.which("setpriv") is not None, "setpriv not installed (util-linux)")
     probe = subprocess.run([*NO_DAC, "true"], capture_output=True)
     require(probe.returncode == 0, f"cannot drop capabilities here: {probe.stderr.decode().strip()}")
