@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from ringtrace.cli import main
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.hostlog.plan import ExpectError, parse_expect, parse_size
 from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import EventsSink
 from ringtrace.stages.diagnose import Thresholds
-from tests.cli.test_cli import Result as CliResult
 from tests.cli.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
 from tests.conftest import SAMPLES, WriteJsonl, meta, rec
 
@@ -38,22 +36,6 @@ DEADLOCK_KEYS = {"kind", "line", "title", "ring", "requested_bytes", "task_curre
                  "resource", "capacity", "pool"}
 SIZES = ("[INFO] resolve_arena_sizing: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[{tw}] heap=[{heap}] "
          "dep_pool=[{dep}]\n")
-
-
-class Result(CliResult):
-    def files(self) -> list[dict[str, Any]]:
-        return list(self.json["files"])
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str | Path) -> Result:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert "Traceback" not in err
-        return Result(code, out, err)
-
-    return run
 
 
 @pytest.fixture

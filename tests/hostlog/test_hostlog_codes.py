@@ -22,13 +22,9 @@ from typing import Any
 
 import pytest
 
-from ringtrace.cli import main
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.runtime import ERROR_CODES
-from tests.cli.test_cli import (
-    Result,
-    _clean_env,  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
-)
+from tests.cli.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
 from tests.conftest import WriteJsonl, meta, rec
 
 V = "[mono_ns=9][T0x7f][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
@@ -73,17 +69,6 @@ def run_dir(write_jsonl: WriteJsonl) -> Path:
     f = write_jsonl([meta(total=2, task_window=16, heap=4096, dep_pool=64, tensormap=100), *lines],
                     "run/dfx_outputs/scope_stats/scope_stats.jsonl")
     return f.parents[2]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str | Path) -> Result:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert "Traceback" not in err
-        return Result(code, out, err)
-
-    return run
 
 
 def test_a_scheduler_only_failure_fails_check_in_a_real_process(run_dir: Path) -> None:
