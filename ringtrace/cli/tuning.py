@@ -200,8 +200,8 @@ def failure_of(fin: RunFinished) -> str:
     """What stopped the run, in a few words: the host log's code and ring, the wedge diagnosis, or fatal."""
     log = fin.host_log
     if log is not None and log.failed:
-        code = log.latched_code or log.fatal_code
-        name = log.latched_name or error_name(code) or (f"code {code}" if code is not None else "failed")
+        code = log.failure_code
+        name = log.failure_name or (f"code {code}" if code is not None else "failed")
         return name + (f" ring {log.ring}" if log.ring is not None else "")
     if fin.summary.wedged:
         cause = fin.wedge_causes[-1] if fin.wedge_causes else None

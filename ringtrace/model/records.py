@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
+from ringtrace.model import runtime  # HostLog has an ``error_name`` field: the enum's lookup is runtime.error_name
 from ringtrace.model.runtime import RESOURCES as RESOURCES  # re-exported: the per-ring resources, in report order
 
 Phase = Literal["begin", "end"]
@@ -460,6 +461,16 @@ class HostLog(msgspec.Struct, frozen=True):
         if self.orch_error_code:
             return self.error_name
         return self.sched_error_name if self.sched_error_code else None
+
+    @property
+    def failure_code(self) -> int | None:
+        """The code a failed run reports: :attr:`latched_code`, else the FATAL line's code; None: no code."""
+        return self.latched_code or self.fatal_code
+
+    @property
+    def failure_name(self) -> str | None:
+        """The name of :attr:`failure_code`: the log's (or its parser's) name, else the runtime's enum."""
+        return self.latched_name or runtime.error_name(self.failure_code)
 
     @property
     def failed(self) -> bool:

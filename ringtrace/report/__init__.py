@@ -24,6 +24,7 @@ from typing import Any
 
 from ringtrace.analysis.advise import ProgramAnswer, RunFacts, advise_programs, program_json, snippet
 from ringtrace.model.records import RESOURCES, WANT_ALL, Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
+from ringtrace.model.runtime import error_name
 from ringtrace.report._page import page
 from ringtrace.report._series import Series
 from ringtrace.sinks.summary import file_object
@@ -130,17 +131,14 @@ def verdict(fin: RunFinished) -> dict[str, str]:
         cause = fin.wedge_causes[-1] if fin.wedge_causes else None
         code = ""
         if cause is not None and cause.code is not None:
-            from ringtrace.model.runtime import error_name
-
             code = (f"; {'confirmed' if cause.confirmed else 'likely'} orch_error_code={cause.code} "
                     f"{error_name(cause.code) or ''}").rstrip()
         return {"kind": "wedged", "text": f"wedged in {inner.site} (depth {inner.depth}, ring {inner.ring}, "
                                           f"line {inner.line}){code}"}
     log = fin.host_log
     if log is not None and log.failed:
-        latched = log.latched_code or log.fatal_code
-        name = log.latched_name or ""
-        return {"kind": "failed", "text": f"failed: the host log reports code {latched} {name}".rstrip()}
+        return {"kind": "failed",
+                "text": f"failed: the host log reports code {log.failure_code} {log.failure_name or ''}".rstrip()}
     warn = [f for f in fin.findings if f.severity != "info"]
     if any(f.severity == "error" for f in warn):
         return {"kind": "failed", "text": next(f.message for f in warn if f.severity == "error")}

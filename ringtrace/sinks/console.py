@@ -26,8 +26,7 @@ def verdict(fin: RunFinished) -> str:
             code = f", {how} {cause.code} {error_name(cause.code) or ''}".rstrip()
         return f"wedged in {inner.site} (ring {inner.ring}{code})"
     if log is not None and log.failed:
-        code_n = log.latched_code or log.fatal_code
-        return f"failed: {code_n} {log.latched_name or error_name(code_n) or ''}".rstrip()
+        return f"failed: {log.failure_code} {log.failure_name or ''}".rstrip()
     sev = [f.severity for f in fin.findings]
     errors, warnings = sev.count("error"), sev.count("warning")
     if errors or warnings:

@@ -468,3 +468,15 @@ def test_failed_without_a_wedge_and_sizes_mismatch() -> None:
 ])
 def test_run_root(file: str, root: str) -> None:
     assert run_root(PurePath(file)) == PurePath(root)
+
+
+@pytest.mark.parametrize(("log", "code", "name"), [
+    (HostLog("h.log", orch_error_code=2, error_name="HEAP_RING_DEADLOCK", fatal_code=3), 2, "HEAP_RING_DEADLOCK"),
+    (HostLog("h.log", sched_error_code=100, sched_error_name="SCHEDULER_TIMEOUT"), 100, "SCHEDULER_TIMEOUT"),
+    (HostLog("h.log", fatal_code=3), 3, "FLOW_CONTROL_DEADLOCK"),  # no latched code: the FATAL line's, by the enum
+    (HostLog("h.log", orch_error_code=42), 42, None),  # not in the runtime's enum
+    (HostLog("h.log", runtime_status=-1), None, None),
+])
+def test_the_failure_code_is_the_latched_one_else_the_fatal_lines(log: HostLog, code: int | None,
+                                                                   name: str | None) -> None:
+    assert (log.failure_code, log.failure_name) == (code, name)

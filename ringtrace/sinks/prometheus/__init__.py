@@ -45,7 +45,6 @@ from ringtrace.model.records import (
     empty_summary,
     utf8,
 )
-from ringtrace.model.runtime import error_name
 from ringtrace.sinks import ringtrace_version
 
 RUN_LABELS = ("run", "rank", "dispatch")
@@ -448,8 +447,7 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
             yield "ringtrace_ring_measure_next_capacity", [*lab, str(a.ring), a.resource], a.measure_next
     log = fin.host_log if fin is not None else None
     if log is not None and log.failed:  # the latched code: the orchestrator's, else the scheduler's
-        code = log.latched_code or log.fatal_code
-        name = log.latched_name if log.latched_code else error_name(code)
+        code, name = log.failure_code, log.failure_name
         where = "" if log.ring is None else str(log.ring)  # the deadlock report's ring ("" where it names none)
         yield "ringtrace_run_failed", [*lab, "unknown" if code is None else str(code), name or "", where], 1
 
