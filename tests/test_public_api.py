@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import ringtrace
-from tests.conftest import SAMPLES
+from tests._support.samples import SAMPLES
 
 
 def test_importing_ringtrace_pulls_in_no_exporter_library() -> None:

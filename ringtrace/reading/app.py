@@ -40,7 +40,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -61,6 +61,7 @@ from ringtrace.sinks import STUCK_SECONDS, FanOut
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from prometheus_client.core import Metric
     from prometheus_client.registry import Collector
 
 log = logging.getLogger("ringtrace.reading.app")
@@ -389,10 +390,8 @@ class App:
                 "inotify_rewatched": tree.rewatched, "inotify_overflows": tree.overflows}
 
     def watch_collector(self) -> Collector:
-        """:meth:`watch_counts` as Prometheus families, read at each scrape (for the Prometheus sink's
-        ``register``): ``ringtrace_inotify_watches``, ``ringtrace_inotify_unwatched_directories``,
-        ``ringtrace_inotify_rewatched_total``, ``ringtrace_inotify_overflows_total``; none while polling."""
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+        """:meth:`watch_counts` as :func:`watch_families`, read at each scrape (for the Prometheus sink's
+        ``register``); none while polling."""
         from prometheus_client.registry import Collector as Base
 
         counts = self.watch_counts
@@ -400,19 +399,8 @@ class App:
         class WatchCollector(Base):
             def collect(self) -> Iterator[Metric]:
                 c = counts()
-                if not c:
-                    return
-                yield GaugeMetricFamily("ringtrace_inotify_watches", "Directories with an inotify watch right now.",
-                                        value=c["inotify_watches"])
-                yield GaugeMetricFamily("ringtrace_inotify_unwatched_directories", "Directories the watcher found "
-                                        "but could not watch (the watch limit, permissions): changes there are "
-                                        "seen at rescans only.", value=c["inotify_unwatched"])
-                yield CounterMetricFamily("ringtrace_inotify_rewatched", "Directories without a watch that got one "
-                                          "from a walk of the whole tree: after an inotify queue overflow (which "
-                                          "lost their creation), and at rescans while at the watch limit.",
-                                          value=c["inotify_rewatched"])
-                yield CounterMetricFamily("ringtrace_inotify_overflows", "inotify queue overflows (events lost; "
-                                          "the tree is walked again and rescanned).", value=c["inotify_overflows"])
+                if c:
+                    yield from watch_families(c)
 
         return WatchCollector()
 
@@ -596,3 +584,23 @@ class App:
                     await self.on_hangup()
                 except Exception as err:
                     log.error("SIGHUP: %s", err)
+
+
+def watch_families(counts: Mapping[str, int]) -> list[Metric]:
+    """The file-system watcher's figures (:meth:`App.watch_counts`) as Prometheus families:
+    ``ringtrace_inotify_watches``, ``ringtrace_inotify_unwatched_directories``,
+    ``ringtrace_inotify_rewatched_total``, ``ringtrace_inotify_overflows_total``.  Pure."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    return [
+        GaugeMetricFamily("ringtrace_inotify_watches", "Directories with an inotify watch right now.",
+                          value=counts["inotify_watches"]),
+        GaugeMetricFamily("ringtrace_inotify_unwatched_directories", "Directories the watcher found but could "
+                          "not watch (the watch limit, permissions): changes there are seen at rescans only.",
+                          value=counts["inotify_unwatched"]),
+        CounterMetricFamily("ringtrace_inotify_rewatched", "Directories without a watch that got one from a walk "
+                            "of the whole tree: after an inotify queue overflow (which lost their creation), and "
+                            "at rescans while at the watch limit.", value=counts["inotify_rewatched"]),
+        CounterMetricFamily("ringtrace_inotify_overflows", "inotify queue overflows (events lost; the tree is "
+                            "walked again and rescanned).", value=counts["inotify_overflows"]),
+    ]

@@ -4,7 +4,7 @@
 
 A synthetic run (``ringtrace.demo.sim``) with about ``--spans`` scopes is read through the real reader
 into :class:`OtlpSink` (``max_spans`` raised so every scope is a span); the receiver
-(``tests/otlp_receiver.py``) runs in a process of its own, so the CPU measured here is the
+(``tests/_support/otlp_receiver.py``) runs in a process of its own, so the CPU measured here is the
 exporter's.  Figures:
 
 * ``ours``: from the end of reading (the run is handed to the sink's worker) until ``flush()``
@@ -51,18 +51,18 @@ from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_trac
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans
 from ringtrace.stages.diagnose import Thresholds
-from tests._otlp_view import all_attrs, to_readable
-from tests._sinks import Collect
-from tests.otlp_receiver import Blackhole
+from tests._support.otlp_receiver import Blackhole
+from tests._support.otlp_view import all_attrs, to_readable
+from tests._support.sinks import Collect
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class Receiver:
-    """``python -m tests.otlp_receiver`` in a subprocess; counts via ``GET /stats``."""
+    """``python -m tests._support.otlp_receiver`` in a subprocess; counts via ``GET /stats``."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.otlp_receiver"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests._support.otlp_receiver"], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         ends = json.loads(self.proc.stdout.readline())

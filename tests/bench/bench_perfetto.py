@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.bench_summary import data_file, run_child
+from tests.bench.common import data_file, run_child
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -41,8 +41,8 @@ def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     from ringtrace.sinks import FanOut
     from ringtrace.sinks.perfetto import PerfettoSink
     from ringtrace.stages.diagnose import Thresholds
-    from tests._convert import convert
-    from tests._sinks import Collect
+    from tests._support.convert import convert
+    from tests._support.sinks import Collect
 
     if mode == "reader":
         null = Collect("null", keep=False)
@@ -87,7 +87,7 @@ def measure(mode: str, path: Path, out: Path, repeat: int) -> dict[str, Any]:
 
 def ui_load(trace: Path, records: int) -> str:
     """Load ``trace`` in the Perfetto UI's trace processor; a line for the report."""
-    from tests.e2e.test_perfetto_ui import CHROMIUM, PerfettoUI, ui_dir
+    from tests._support.perfetto_ui import CHROMIUM, PerfettoUI, ui_dir
 
     d = ui_dir()
     if d is None or not Path(CHROMIUM).exists():

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ringtrace.demo import sim
-from tests.bench.bench_summary import MB, ROOT, data_file, run_child
+from tests.bench.common import MB, ROOT, data_file, run_child
 
 PY = sys.executable
 

@@ -18,14 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import hashlib
 import io
 import json
 import os
 import pstats
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +32,9 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ringtrace.demo import sim  # noqa: E402
+from tests.bench.common import MB, data_file, run_child  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "data"
 NAIVE = Path(__file__).resolve().parent / "naive.py"
-MB = 1 << 20
 
 
 class Result(msgspec.Struct, frozen=True):
@@ -53,36 +48,6 @@ class Result(msgspec.Struct, frozen=True):
     @property
     def rate(self) -> float:
         return self.records / self.wall_s
-
-
-def data_file(size_mb: int, seed: int) -> Path:
-    """The cached benchmark file of ~``size_mb`` MB (regenerated when the scenario or the simulator changes)."""
-    scn = sim.bench_scenario(size_mb * MB, seed)
-    key = hashlib.sha256(msgspec.json.encode(scn) + Path(sim.__file__).read_bytes()).hexdigest()[:10]
-    path = DATA / f"bench_{size_mb}mb_seed{seed}_{key}.jsonl"
-    if not path.exists():
-        DATA.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        t0 = time.perf_counter()
-        size = sim.write_file(tmp, scn)
-        tmp.rename(path)
-        print(f"generated {path.name}: {size / MB:.1f} MB in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return path
-
-
-def run_child(cmd: list[str]) -> tuple[float, float, float, bytes]:
-    """Run ``cmd``; returns (wall seconds, CPU seconds, peak RSS in MB of that child, stdout)."""
-    with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        text = out.read()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text  # ru_maxrss: KiB on Linux
 
 
 def best_of(reader: str, path: Path, cmd: list[str], repeat: int) -> tuple[Result, bytes]:

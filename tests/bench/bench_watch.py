@@ -35,24 +35,7 @@ from ringtrace.demo.sim import generate_bytes, named, write_file  # noqa: E402
 from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
 from ringtrace.reading.app import App  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
-
-APPENDER = r"""
-import os, sys, time
-path, n, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-lines = open(sys.argv[4], "rb").read().splitlines(keepends=True)
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(fd, lines[0])
-stamps = []
-nxt = time.monotonic()
-for i in range(1, n + 1):
-    nxt += gap
-    while time.monotonic() < nxt:
-        time.sleep(0.0005)
-    os.write(fd, lines[i])
-    stamps.append(time.monotonic())
-os.close(fd)
-print(" ".join(f"{t:.6f}" for t in stamps))
-"""
+from tests.bench.common import APPENDER  # noqa: E402
 
 
 def latency(tmp: Path, appends: int, poll: bool) -> tuple[float, float]:

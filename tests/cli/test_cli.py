@@ -19,47 +19,16 @@ import pytest
 
 from ringtrace.cli import main
 from ringtrace.stages.decode import MAX_LINE
-from tests.conftest import SAMPLES, Line, WriteJsonl, encode_lines, meta, rec
+from tests._support.cli import Result
+from tests._support.samples import BGEMM, FLOW, SAMPLES
+from tests._support.scope_stats import Line, WriteJsonl, encode_lines, meta, rec
 
-BGEMM = SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl"
-FLOW = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
 DEFAULT = SAMPLES / "outputs/TestScopeStats_default_20261130_101210"
 
 FILE_KEYS = {"path", "version", "fatal", "dropped", "total", "records", "complete", "scopes", "unmatched_begins",
              "unmatched_ends", "parse_errors", "rings", "tensormap", "wedged", "findings", "labels"}
 RING_KEYS = {"ring", "resource", "capacity", "high_water", "high_water_site", "high_water_ratio", "live_at_exit",
              "alloc"}
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("RINGTRACE_"):
-            monkeypatch.delenv(key)
-
-
-class Result:
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
-    @property
-    def json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = json.loads(self.out)
-        return doc
-
-    def file(self, index: int = 0) -> dict[str, Any]:
-        f: dict[str, Any] = self.json["files"][index]
-        return f
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str | Path) -> Result:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return run
 
 
 # -- summary --format json ---------------------------------------------------------------------
@@ -410,7 +379,7 @@ def test_check_does_not_say_ok_for_an_unreadable_file(cli: Any, write_jsonl: Wri
 def test_a_reader_that_stops_early_gets_exit_141_and_no_traceback(tmp_path: Path) -> None:
     import shutil
 
-    from tests.conftest import SAMPLES
+    from tests._support.samples import SAMPLES
 
     for i in range(30):  # enough table output to overflow the pipe before the reader goes away
         shutil.copytree(SAMPLES / "outputs", tmp_path / f"copy{i}")

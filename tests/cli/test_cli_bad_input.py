@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import encode_lines, meta, rec
+from tests._support.scope_stats import encode_lines, meta, rec
 
 DEEP = b"[" * 1000 + b"]" * 1000
 

@@ -28,7 +28,7 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.diagnose import Thresholds
-from tests._sinks import Collect
+from tests._support.sinks import Collect
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "samples" / "outputs" /
           "TestPagedAttention_big16x2048_tight_20261130_101530" / "scope_stats" / "scope_stats.jsonl")

@@ -32,7 +32,7 @@ import yaml
 from ringtrace import cli
 from ringtrace import config as config_mod
 from ringtrace.config import Config
-from tests._require import require
+from tests._support.require import require
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

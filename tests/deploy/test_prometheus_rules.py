@@ -24,7 +24,7 @@ from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.server import load_web_config
 from ringtrace.sources.paths import find_sources
 from ringtrace.stages.diagnose import Thresholds
-from tests._require import require
+from tests._support.require import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "deploy" / "prometheus"
@@ -61,7 +61,7 @@ def exposed_names() -> set[str]:
     files, _ = find_sources([str(ROOT / "tests" / "fixtures" / "samples")])
     read_files(files, FanOut([sink]), Thresholds())
     # a run with a host log reporting a failure and one with advice (recommended and measure-next)
-    from tests.sinks.test_prometheus_advice import feed
+    from tests._support.prometheus import feed
 
     data = files[0].read_bytes()
     feed(sink, "/h/scope_stats/scope_stats.jsonl", data, "h", host_log=HostLog("/h/host.log", orch_error_code=2))

@@ -30,11 +30,11 @@ import bcrypt
 import pytest
 import yaml
 
-from tests._ports import free_port
-from tests._require import require
+from tests._support.ports import free_port
+from tests._support.require import require
+from tests._support.samples import SAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 RULES = [ROOT / "deploy" / "prometheus" / "ringtrace-alerts.yml", ROOT / "deploy" / "prometheus" /
          "ringtrace-recording.yml"]
 GRAFANA = ROOT / "deploy" / "grafana"

@@ -20,7 +20,8 @@ from ringtrace.hostlog.match import match_logs, run_root
 from ringtrace.hostlog.parse import MAX_LINE, HostLogParser, parse_host_log
 from ringtrace.model.records import Deadlock, Finding, HostLog, RingSizes, RunSummary, Usage
 from ringtrace.stages.diagnose import diagnose
-from tests.conftest import SAMPLES, read_lines, rec, with_totals
+from tests._support.samples import SAMPLES
+from tests._support.scope_stats import read_lines, rec, with_totals
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 FLOW_LOG = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/host.log"

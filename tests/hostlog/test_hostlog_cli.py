@@ -20,8 +20,8 @@ from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import EventsSink
 from ringtrace.stages.diagnose import Thresholds
-from tests.cli.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
-from tests.conftest import SAMPLES, WriteJsonl, meta, rec
+from tests._support.samples import SAMPLES
+from tests._support.scope_stats import WriteJsonl, meta, rec
 
 FLOW_DIR = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 DEP_LOG = SAMPLES / "failed/VectorExample_dep_pool4/host.log"

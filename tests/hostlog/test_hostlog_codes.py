@@ -24,8 +24,7 @@ import pytest
 
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.runtime import ERROR_CODES
-from tests.cli.test_cli import _clean_env  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
-from tests.conftest import WriteJsonl, meta, rec
+from tests._support.scope_stats import WriteJsonl, meta, rec
 
 V = "[mono_ns=9][T0x7f][ERROR] validate_runtime_impl: [runtime_maker.cpp:1019] "
 EXIT = "[ERROR] handle_orchestrator_exit: [scheduler_cold_path.cpp:65] "

@@ -24,11 +24,8 @@ from ringtrace.cli import main
 from ringtrace.hostlog.match import contradiction, match_logs
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.records import Deadlock, HostLog, Meta, RingSizes
-from tests.cli.test_cli import (
-    Result,
-    _clean_env,  # noqa: F401 - autouse: no RINGTRACE_* settings leak in
-)
-from tests.conftest import SAMPLES, encode_lines, meta, rec
+from tests._support.samples import SAMPLES
+from tests._support.scope_stats import encode_lines, meta, rec
 
 FLOW_DIR = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 HEAP_DIR = SAMPLES / "failed/HeapRingDeadlock"
@@ -38,22 +35,6 @@ DEP_RUN = VECTOR / "TestVectorExample_default_20261130_100300"  # failed: orch_e
 DONE_RUN = VECTOR / "TestVectorExample_default_20261130_100600"  # completed with heap[1] = 196608, file only
 HEAP_RUN = VECTOR / "TestVectorExample_default_20261130_100700"  # failed at heap[1] = 196607, host.log only
 STATS = Path("dfx_outputs/scope_stats/scope_stats.jsonl")
-
-
-class Out(Result):
-    def files(self) -> list[dict[str, Any]]:
-        return list(self.json["files"])
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str | Path) -> Out:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert "Traceback" not in err
-        return Out(code, out, err)
-
-    return run
 
 
 def copy(src: Path, dst: Path) -> Path:
@@ -383,7 +364,6 @@ def test_generated_file_and_log_in_one_folder_pair(cli: Any, tmp_path: Path) -> 
 
 
 def test_a_binary_file_given_as_host_log_is_not_a_host_log(tmp_path: Path) -> None:
-    from ringtrace.cli import main
 
     run = tmp_path / "outputs" / "x_20261201_000000" / "scope_stats"
     run.mkdir(parents=True)

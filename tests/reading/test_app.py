@@ -6,78 +6,17 @@ run) is read until it holds what the test waits for.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests._writer import Writer, wait_for, writer_fixture
-from tests.conftest import SAMPLES
-
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
-PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
-class Watch:
-    """A ``ringtrace watch --log-level info`` process; its stderr lines are collected as they come."""
-
-    def __init__(self, root: Path, ev: Path, *extra: str) -> None:
-        self.ev = ev
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ringtrace", "watch", str(root), "--events", str(ev), "--log-level", "info",
-             *extra], stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._collect, daemon=True)
-        self._reader.start()
-
-    def _collect(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def following(self, path: Path) -> bool:
-        return any(f"following {path}" in line for line in self.lines)
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Signal the process and return its exit code; its stderr is printed (pytest shows it on failure)."""
-        self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=10)
-        self._reader.join(timeout=10)
-        print(self.stderr())
-        return code
-
-    def stderr(self) -> str:
-        return "".join(self.lines)
-
-
-@pytest.fixture
-def writer() -> Iterator[Writer]:
-    yield from writer_fixture()
-
-
-@pytest.fixture
-def watches() -> Iterator[list[Watch]]:
-    started: list[Watch] = []
-    yield started
-    for w in started:
-        if w.proc.poll() is None:
-            w.proc.kill()
-            w.proc.wait()
+from tests._support.agent import Agent, Proc, events
+from tests._support.samples import NESTED, PAGED, SAMPLES
+from tests._support.writer import Writer, wait_for
 
 
 def probe(root: Path, writer: Writer, ev: Path, name: str = "probe") -> None:
@@ -89,11 +28,11 @@ def probe(root: Path, writer: Writer, ev: Path, name: str = "probe") -> None:
     wait_for(lambda: any(e["labels"]["run"] == name for e in events(ev)), what="the probe run")
 
 
-def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Writer, agents: list[Proc]) -> None:
     root = tmp_path / "build_output"
     root.mkdir()
     ev = tmp_path / "events.jsonl"
-    watches.append(Watch(root, ev, "--idle-timeout", "60", "--rescan-interval", "600"))
+    agents.append(Agent(str(root), ev, "--idle-timeout", "60", "--rescan-interval", "600"))
     probe(root, writer, ev)
     run = root / "nested_l3_20261130_120000" / "dfx_outputs"
     for rank in range(20):
@@ -111,15 +50,12 @@ def test_new_run_directories_and_200_files_at_once(tmp_path: Path, writer: Write
 
 
 def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: Writer,
-                                                       watches: list[Watch]) -> None:
-    from tests._ports import free_port
-
+                                                       agents: list[Proc]) -> None:
     root = tmp_path / "w"
     root.mkdir()
     ev = tmp_path / "events.jsonl"
-    port = free_port()
-    w = Watch(root, ev, "--idle-timeout", "600", "--metrics-addr", f"127.0.0.1:{port}")
-    watches.append(w)
+    w = Agent(str(root), ev, "--idle-timeout", "600")
+    agents.append(w)
     probe(root, writer, ev)
     path = root / "cut" / "scope_stats" / "scope_stats.jsonl"
     writer.do("mkdir", path=path.parent)
@@ -128,16 +64,13 @@ def test_sigterm_finishes_open_runs_flushes_and_exits_0(tmp_path: Path, writer: 
     writer.do("close")
 
     def cut_read() -> bool:  # the watcher has read the cut file's records (not only found it)
-        try:
-            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        except OSError:
-            return False
-        return any(line.startswith("ringtrace_run_records{") and 'run="cut"' in line
+        code, body = w.get("/metrics")
+        return code == 200 and any(line.startswith("ringtrace_run_records{") and 'run="cut"' in line
                    and float(line.rsplit(" ", 1)[1]) > 100 for line in body.splitlines())
 
     wait_for(cut_read, what="the watcher to read the cut file")
     # the run is open (not complete, not idle): nothing is emitted for it until shutdown
-    assert w.stop(signal.SIGTERM) == 0
+    assert w.stop()[0] == 0
     cut = [e for e in events(ev) if e["labels"]["run"] == "cut"]
     assert len(cut) == 1 and cut[0]["reason"] == "shutdown"
     assert cut[0]["wedged"] == []  # a shutdown does not call open scopes wedged
@@ -157,11 +90,11 @@ def test_once_reads_everything_and_exits(tmp_path: Path) -> None:
     assert all(e["reason"] == "complete" for e in got)
 
 
-def test_poll_mode_follows_a_file(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+def test_poll_mode_follows_a_file(tmp_path: Path, writer: Writer, agents: list[Proc]) -> None:
     root = tmp_path / "w"
     root.mkdir()
     ev = tmp_path / "events.jsonl"
-    watches.append(Watch(root, ev, "--poll", "--poll-interval", "0.05", "--rescan-interval", "0.2"))
+    agents.append(Agent(str(root), ev, "--poll", "--poll-interval", "0.05", "--rescan-interval", "0.2"))
     path = root / "run1" / "scope_stats" / "scope_stats.jsonl"
     writer.do("mkdir", path=path.parent)
     data = PAGED.read_bytes()
@@ -174,45 +107,45 @@ def test_poll_mode_follows_a_file(tmp_path: Path, writer: Writer, watches: list[
     assert events(ev)[1]["scopes"] == 681
 
 
-def test_state_dir_restart_resumes_and_skips_finished(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+def test_state_dir_restart_resumes_and_skips_finished(tmp_path: Path, writer: Writer, agents: list[Proc]) -> None:
     root = tmp_path / "w"
     shutil.copytree(SAMPLES / "outputs", root)
     state = tmp_path / "state"
     ev1 = tmp_path / "ev1.jsonl"
-    w = Watch(root, ev1, "--state-dir", str(state), "--idle-timeout", "600")
-    watches.append(w)
+    w = Agent(str(root), ev1, "--state-dir", str(state), "--idle-timeout", "600")
+    agents.append(w)
     wait_for(lambda: len(events(ev1)) == 4, what="the four sample runs")
     cut = root / "later" / "scope_stats" / "scope_stats.jsonl"
     writer.do("mkdir", path=cut.parent)
     data = NESTED.read_bytes()
     writer.do("open", path=cut, mode="w")
     writer.do("write", data=data[:40_000])
-    wait_for(lambda: w.following(cut), what="the watcher to follow the cut file")
-    assert w.stop() == 0
+    wait_for(lambda: f"following {cut}" in w.stderr(), what="the watcher to follow the cut file")
+    assert w.stop()[0] == 0
     # with --state-dir an open run is not reported at shutdown: the restart reads it whole, once
     assert [e["reason"] for e in events(ev1) if e["labels"]["run"] == "later"] == []
     # the writer finishes the file while ringtrace is down
     writer.do("write", data=data[40_000:])
     writer.do("close")
     ev2 = tmp_path / "ev2.jsonl"
-    w2 = Watch(root, ev2, "--state-dir", str(state), "--idle-timeout", "600")
-    watches.append(w2)
+    w2 = Agent(str(root), ev2, "--state-dir", str(state), "--idle-timeout", "600")
+    agents.append(w2)
     wait_for(lambda: len(events(ev2)) >= 1, what="the resumed run")
-    assert w2.stop() == 0
+    assert w2.stop()[0] == 0
     got = events(ev2)
     assert [(e["labels"]["run"], e["reason"], e["records"]) for e in got] == [("later", "complete", 1362)]
 
 
-def test_missing_root_is_watched_once_it_appears(tmp_path: Path, writer: Writer, watches: list[Watch]) -> None:
+def test_missing_root_is_watched_once_it_appears(tmp_path: Path, writer: Writer, agents: list[Proc]) -> None:
     root = tmp_path / "not-yet"
     ev = tmp_path / "events.jsonl"
-    w = Watch(root, ev, "--rescan-interval", "0.2")
-    watches.append(w)
+    w = Agent(str(root), ev, "--rescan-interval", "0.2")
+    agents.append(w)
     wait_for(lambda: "does not exist" in w.stderr(), what="the warning about the missing root")
     writer.do("mkdir", path=root / "r" / "scope_stats")
     writer.do("copy", src=PAGED, dst=root / "r" / "scope_stats" / "scope_stats.jsonl")
     wait_for(lambda: len(events(ev)) == 1, what="the run under the late root")
-    assert w.stop() == 0
+    assert w.stop()[0] == 0
 
 
 @pytest.mark.skipif(not hasattr(os, "pipe"), reason="posix only")

@@ -24,10 +24,9 @@ from ringtrace.reading.tail.follower import SLICE
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink
 from ringtrace.sinks.prometheus import PrometheusSink
-from tests._rss import peak_rss
-from tests.conftest import SAMPLES
+from tests._support.rss import peak_rss
+from tests._support.samples import NESTED
 
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 LIMIT = 2 * SLICE
 
 

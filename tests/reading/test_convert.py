@@ -1,4 +1,4 @@
-"""``ringtrace convert`` (the command users run; ``tests._convert`` runs it): one trace for many sources,
+"""``ringtrace convert`` (the command users run; ``tests._support.convert`` runs it): one trace for many sources,
 decoded with Perfetto's own protos."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ringtrace.sources.paths import find_sources
-from tests._convert import convert
-from tests.conftest import SAMPLES
+from tests._support.convert import convert
+from tests._support.samples import SAMPLES
 
 
 def decode(path: Path) -> pb.Trace:
@@ -59,7 +59,7 @@ def test_convert_to_an_unwritable_place_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_convert_sends_spans_to_a_real_otlp_receiver(tmp_path: Path) -> None:
-    from tests.otlp_receiver import OtlpReceiver
+    from tests._support.otlp_receiver import OtlpReceiver
 
     with OtlpReceiver() as rx:
         proc = subprocess.run([sys.executable, "-m", "ringtrace", "convert", str(SAMPLES / "outputs"),

@@ -10,8 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests._writer import wait_for
-from tests.conftest import SAMPLES
+from tests._support.samples import SAMPLES
+from tests._support.writer import wait_for
 
 WATCH = [sys.executable, "-m", "ringtrace", "watch"]
 
@@ -71,7 +71,7 @@ def test_watch_with_otlp_shows_the_otlp_sinks_counters_on_the_metrics_page(tmp_p
     spans counted on /metrics are the spans the receiver got."""
     import re
 
-    from tests.otlp_receiver import OtlpReceiver
+    from tests._support.otlp_receiver import OtlpReceiver
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLES = Path(__file__).parents[1] / "fixtures" / "samples"
+from tests._support.samples import SAMPLES
 
 
 def watch(*args: str) -> subprocess.CompletedProcess[str]:

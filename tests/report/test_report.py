@@ -20,13 +20,11 @@ from typing import Any
 import pytest
 
 from ringtrace.demo import sim
-from tests._require import require
+from tests._support.perfetto_ui import CHROMIUM, CHROMIUM_ARGS
+from tests._support.require import require
+from tests._support.samples import SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "report"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def ringtrace(*args: str) -> subprocess.CompletedProcess[str]:
@@ -56,7 +54,7 @@ class Browser:
         from playwright.sync_api import sync_playwright
 
         self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
     def open(self, page_path: Path) -> tuple[Any, list[str], list[str]]:
         """The page, its console/page errors, and every request it made besides itself (all refused)."""

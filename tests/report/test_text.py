@@ -18,8 +18,8 @@ from ringtrace.report.text import render_run
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.stages.diagnose import Thresholds
+from tests._support.samples import SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 WEDGED = SAMPLES / "failed" / "HeapRingDeadlock" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl"
 CLEAN = SAMPLES / "outputs" / "NestedScopes_small_20261130_101702" / "scope_stats" / "scope_stats.jsonl"
 

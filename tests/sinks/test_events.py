@@ -20,9 +20,10 @@ from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source, utf8
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import INDEX_SUFFIX, EventsSink, run_keys, scan_run_keys
 from ringtrace.sinks.summary import file_object
-from tests._tmpfs import fill, small_tmpfs
-from tests.conftest import rec, with_totals
-from tests.sinks.test_perfetto import FAILED, L3, read_events, run_events
+from tests._support.events import read_events, run_events
+from tests._support.samples import FAILED, L3
+from tests._support.scope_stats import rec, with_totals
+from tests._support.tmpfs import fill, small_tmpfs
 
 OLD = b'{"old": "a whole line from before"}\n'
 

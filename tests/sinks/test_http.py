@@ -34,10 +34,10 @@ from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
 from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
-from tests._require import require
-from tests._writer import wait_for
+from tests._support.require import require
+from tests._support.samples import SAMPLES
+from tests._support.writer import wait_for
 
-SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 T = TypeVar("T")
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import grpc
-import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,14 +64,14 @@ from ringtrace.sinks.otlp._spans import (
 )
 from ringtrace.sources.paths import find_sources
 from ringtrace.stages.diagnose import Thresholds
-from tests._otlp_view import to_readable
-from tests._sinks import Collect
-from tests.conftest import SAMPLES, encode_lines, meta, rec
-from tests.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls
+from tests._support.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, ReceivedSpan, Tls
+from tests._support.otlp_view import to_readable
+from tests._support.samples import FAILED, FLOW, SAMPLES
+from tests._support.scope_stats import encode_lines, meta, rec
+from tests._support.scopes import mark_peaks
+from tests._support.sinks import Collect
 
 PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http/protobuf")
-FAILED = SAMPLES / "failed"
-FLOW = FAILED / "NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
 SMALL_NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 
 
@@ -293,26 +292,6 @@ def test_ids_are_deterministic_across_conversions(rx: OtlpReceiver) -> None:
 
 
 # -- the budget policy --------------------------------------------------------------------------------
-
-
-def mark_peaks(scopes: list[Scope]) -> list[Scope]:
-    """``scopes`` (in the order they ended) with ``sets`` by brute force: per (ring, resource, metric)
-    the running maximum, the first scope reaching it sets the bit (the pairer's rule, :attr:`Scope.sets`)."""
-    best: dict[tuple[int, int, int], int] = {}
-    out = []
-    for sc in scopes:
-        sets = 0
-        for r, usage in enumerate(sc.usage):
-            if usage is None:
-                continue
-            for m, name in enumerate(METRICS):
-                v = getattr(usage, name)
-                key = (sc.ring, r, m)
-                if key not in best or v > best[key]:
-                    best[key] = v
-                    sets |= 1 << (3 * r + m)
-        out.append(msgspec.structs.replace(sc, sets=sets))
-    return out
 
 
 def brute_force_peaks(scopes: list[Scope]) -> dict[tuple[int, int, int], Scope]:

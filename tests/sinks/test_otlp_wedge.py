@@ -13,9 +13,9 @@ from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink
 from ringtrace.stages.diagnose import Thresholds, wedge_causes
-from tests._sinks import Collect
-from tests.otlp_receiver import OtlpReceiver
-from tests.sinks.test_otlp import FLOW
+from tests._support.otlp_receiver import OtlpReceiver
+from tests._support.samples import FLOW
+from tests._support.sinks import Collect
 
 # (near, wedge) pairs; the last ones move which resource or code the wedge is blamed on
 THRESHOLDS = [(0.8, 0.5), (0.5, 0.9), (0.95, 0.2), (0.3, 0.3)]

@@ -17,7 +17,7 @@ import pytest
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
 from ringtrace.sinks import FINISHED_KEPT, FanOut
-from tests._writer import wait_for
+from tests._support.writer import wait_for
 
 
 class Clock:

@@ -37,7 +37,6 @@ from ringtrace.model.records import (
     Source,
     Usage,
 )
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
 from ringtrace.sinks.perfetto import _file as trace_file
@@ -46,17 +45,13 @@ from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._layout import process_name
 from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
 from ringtrace.sources.paths import find_sources, source_labels
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
-from tests._sinks import Collect
-from tests._tmpfs import fill, small_tmpfs
-from tests.conftest import encode_lines, meta, rec, with_totals
+from tests._support.events import read_events, run_events
+from tests._support.samples import FAILED, L3, SAMPLE_FILES
+from tests._support.scope_stats import encode_lines, meta, rec, with_totals
+from tests._support.tmpfs import fill, small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "tests" / "fixtures" / "samples"
-SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
-L3 = SAMPLES / "build_output" / "nested_l3_20261130_102011"
-FAILED = SAMPLES / "failed"
 Packet = Any  # official.TracePacket
 
 
@@ -236,14 +231,6 @@ class Model:
 
     def children(self, proc_uuid: int) -> dict[str, int]:
         return {d.name: uuid for uuid, d in self.tracks.items() if d.parent_uuid == proc_uuid}
-
-
-def read_events(paths: list[Path]) -> list[SinkEvent]:
-    files, errors = find_sources([str(p) for p in paths])
-    assert not errors
-    cap = Collect()
-    assert read_files(files, FanOut([cap]), Thresholds()) == []
-    return cap.events
 
 
 def write(events: Sequence[SinkEvent], path: Path, **kw: Any) -> Model:
@@ -678,16 +665,6 @@ def test_scope_without_task_window_usage(tmp_path: Path) -> None:
 
 
 # -- faults: huge ranks, a full disk, runs labelled alike ----------------------------------------------
-
-
-def run_events(path: Path, source: Source, chunk: int = 16 << 10) -> list[SinkEvent]:
-    """The events of ``path`` read as the watcher reads a growing file: ``chunk`` bytes at a time."""
-    data = path.read_bytes()
-    run = Run(source)
-    events: list[SinkEvent] = []
-    for i in range(0, len(data), chunk):
-        events += run.feed(data[i:i + chunk])
-    return events + run.finish("eof")
 
 
 @pytest.mark.parametrize(("rank", "pid"), [

@@ -10,23 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, trace_file_name
-from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
-from tests._sinks import Collect
-from tests.conftest import SAMPLES
+from tests._support.events import read_events
+from tests._support.samples import SAMPLES
 
 NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702"
-
-
-def read_events(paths: list[Path]) -> list[SinkEvent]:
-    files, errors = find_sources([str(p) for p in paths])
-    assert not errors
-    cap = Collect()
-    assert read_files(files, FanOut([cap]), Thresholds()) == []
-    return cap.events
 
 
 def run_events(name: str, progress: int = 2) -> list[SinkEvent]:

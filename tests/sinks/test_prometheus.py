@@ -7,7 +7,6 @@ import json
 import random
 import shutil
 import subprocess
-from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -17,71 +16,19 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
-from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.model.records import Labels, RunFinished, RunProgress, SinkEvent, Source
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
-from ringtrace.sources.paths import find_sources, source_labels
+from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
-from tests._require import require
+from tests._support.prometheus import Clock, events_of, fed, one, pick, series
+from tests._support.require import require
+from tests._support.samples import FLOW, PAGED, SAMPLE_FILES
 
-SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
-SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
-PAGED = next(f for f in SAMPLE_FILES if "TestPagedAttention" in str(f))
-FLOW = next(f for f in SAMPLE_FILES if "flow_control_deadlock" in str(f))
 HEAP_DL = next(f for f in SAMPLE_FILES if "HeapRingDeadlock" in str(f))
 L3_RANK1 = next(f for f in SAMPLE_FILES if "rank1" in str(f))
-
-Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class Clock:
-    """An injected wall clock the test moves by hand."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def series(sink: PrometheusSink) -> Series:
-    text = generate_latest(sink.registry).decode()
-    out: Series = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[s.name, frozenset(s.labels.items())] = s.value
-    return out
-
-
-def pick(all_series: Series, name: str, **labels: str) -> dict[frozenset[tuple[str, str]], float]:
-    """Series of ``name`` whose labels include ``labels``."""
-    want = set(labels.items())
-    return {lab: v for (n, lab), v in all_series.items() if n == name and want <= lab}
-
-
-def one(all_series: Series, name: str, **labels: str) -> float:
-    found = pick(all_series, name, **labels)
-    assert len(found) == 1, f"{name}{labels}: {len(found)} series: {found}"
-    return next(iter(found.values()))
-
-
-def events_of(data: bytes, source: Source, chunk: int, reason: str = "eof") -> list[SinkEvent]:
-    run = Run(source, Thresholds())
-    out: list[SinkEvent] = []
-    for i in range(0, len(data), chunk):
-        out.extend(run.feed(data[i:i + chunk]))
-    out.extend(run.finish(reason))  # type: ignore[arg-type]
-    return out
-
-
-def fed(files: Iterable[Path], clock: Clock | None = None, **kw: object) -> PrometheusSink:
-    sink = PrometheusSink(clock=clock or Clock(), **kw)  # type: ignore[arg-type]
-    read_files(list(files), FanOut([sink]), Thresholds())
-    return sink
 
 
 def agrees(events: list[SinkEvent]) -> None:

@@ -3,21 +3,10 @@
 
 from __future__ import annotations
 
-import msgspec
-
-from ringtrace.model.records import Advice, HostLog, RunAdvice, RunFinished, Source
+from ringtrace.model.records import Advice, HostLog, RunAdvice
 from ringtrace.sinks.prometheus import PrometheusSink
-from tests.sinks.test_prometheus import FLOW, PAGED, Clock, events_of, one, pick, series
-from tests.sinks.test_prometheus_cache import same_as_fresh
-
-
-def feed(sink: PrometheusSink, path: str, data: bytes, run: str, **final: object) -> None:
-    from ringtrace.model.records import Labels
-
-    for ev in events_of(data, Source(path, Labels(run=run)), 1 << 20):
-        if isinstance(ev, RunFinished):
-            ev = msgspec.structs.replace(ev, **final)  # type: ignore[arg-type]
-        sink.receive(ev)
+from tests._support.prometheus import Clock, feed, one, pick, same_as_fresh, series
+from tests._support.samples import FLOW, PAGED
 
 
 def test_recommended_and_measure_next_capacities_and_a_failed_run() -> None:

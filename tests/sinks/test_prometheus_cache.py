@@ -6,10 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prometheus_client import generate_latest
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
-from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.model.records import Labels, Source
@@ -17,21 +13,8 @@ from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
-from tests.sinks.test_prometheus import FLOW, PAGED, SAMPLE_FILES, Clock, events_of, fed
-
-OM_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
-
-
-def same_as_fresh(sink: PrometheusSink) -> bytes:
-    """Both formats of ``render`` equal prometheus_client's encoders over the registry; returns the text."""
-    text, ctype = sink.render("")
-    assert ctype.startswith("text/plain")
-    assert text == generate_latest(sink.registry)
-    om, ctype = sink.render(OM_ACCEPT)
-    assert ctype.startswith(OPENMETRICS.split(";")[0])
-    assert om == generate_openmetrics(sink.registry)
-    list(parse_openmetrics(om.decode()))  # strict parser: one EOF, families not repeated
-    return text
+from tests._support.prometheus import OM_ACCEPT, Clock, events_of, fed, same_as_fresh
+from tests._support.samples import FLOW, PAGED, SAMPLE_FILES
 
 
 def test_finished_runs_render_like_a_fresh_collection_and_are_cached() -> None:

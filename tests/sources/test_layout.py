@@ -18,7 +18,7 @@ from ringtrace.sources.paths import (
     read_program,
     source_labels,
 )
-from tests.conftest import SAMPLES
+from tests._support.samples import SAMPLES
 
 
 @pytest.mark.parametrize(("path", "labels"), [

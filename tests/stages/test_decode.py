@@ -14,9 +14,9 @@ import pytest
 
 from ringtrace.model.records import Meta, Problem, Record
 from ringtrace.stages.decode import MAX_LINE, Decoder
-from tests.conftest import SAMPLES, Line, encode_lines, meta, read_bytes, read_lines, rec, with_totals
+from tests._support.samples import SAMPLES, SMALL
+from tests._support.scope_stats import Line, encode_lines, meta, read_bytes, read_lines, rec, with_totals
 
-SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
 WEDGED = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
 
 

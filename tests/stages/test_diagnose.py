@@ -16,8 +16,9 @@ from ringtrace.cli import main
 from ringtrace.model.records import RESOURCES, Finding, RunFinished, Source
 from ringtrace.stages.diagnose import Thresholds, diagnose, likely_error
 from ringtrace.stages.run import Run
-from tests._collector import collected, deep_program
-from tests.conftest import SAMPLES, Line, encode_lines, meta, rec, with_totals
+from tests._support.collector import collected, deep_program
+from tests._support.samples import SAMPLES
+from tests._support.scope_stats import Line, encode_lines, meta, rec, with_totals
 
 FLOW = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock"
 HEAP = SAMPLES / "failed/HeapRingDeadlock/dfx_outputs/scope_stats/scope_stats.jsonl"

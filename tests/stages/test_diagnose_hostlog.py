@@ -14,7 +14,7 @@ import pytest
 from ringtrace.model.records import Deadlock, Finding, HostLog, RunFinished, Source
 from ringtrace.model.runtime import ERROR_CODES
 from ringtrace.stages.run import Run
-from tests.conftest import Line, encode_lines, rec, with_totals
+from tests._support.scope_stats import Line, encode_lines, rec, with_totals
 
 
 def with_log(lines: Sequence[Line], log: HostLog) -> RunFinished:

@@ -17,13 +17,11 @@ from ringtrace.model.records import (
     UnmatchedEnd,
     Usage,
 )
-from ringtrace.sources.paths import find_sources
 from ringtrace.stages.decode import Decoder
 from ringtrace.stages.pair import DEPTH_CAP, CappedSummary, Pairer
-from tests._collector import collected, deep_program
-from tests.conftest import SAMPLES, meta, read_lines, rec, with_totals
-
-SAMPLE_FILES, _ = find_sources([str(SAMPLES)])
+from tests._support.collector import collected, deep_program
+from tests._support.samples import SAMPLE_FILES
+from tests._support.scope_stats import meta, read_lines, rec, with_totals
 
 
 def _r(line: int, site: str, phase: str, depth: int, **kw: Any) -> Record:
@@ -280,7 +278,7 @@ def test_open_usage_is_measured_against_the_latest_record_of_the_ring() -> None:
 def test_scopes_say_which_peaks_they_set() -> None:
     """``Scope.sets`` on every sample: the running maxima per (ring, resource, figure), first scope
     reaching the maximum; the last setter of each bit is the scope the summary's peak names."""
-    from tests.sinks.test_otlp import mark_peaks
+    from tests._support.scopes import mark_peaks
 
     for path in SAMPLE_FILES:
         events: list[PairEvent] = []
@@ -305,7 +303,7 @@ def test_scopes_say_which_peaks_they_set() -> None:
 def test_a_scope_whose_begin_is_on_another_ring_names_that_ring() -> None:
     """Odd data (the runtime keeps a scope on one ring): the pairer pairs by depth and site, the
     figures count on the end's ring, and ``begin_ring`` tells the exporters where the begin was."""
-    from tests.sinks.test_otlp import mark_peaks
+    from tests._support.scopes import mark_peaks
 
     recs = [_r(2, "a", "begin", 1, ring=1), _r(3, "a", "end", 1, ring=2, tw=(0, 2)),
             _r(4, "b", "begin", 1, ring=2, tw=(0, 2)), _r(5, "b", "end", 1, ring=2, tw=(0, 3)),
@@ -321,7 +319,7 @@ def test_a_scope_whose_begin_is_on_another_ring_names_that_ring() -> None:
 
 
 def _capped(depth: int) -> tuple[Pairer, list[PairEvent]]:
-    """``tests._collector.deep_program(depth)`` as the collector writes it, read by the decoder and paired."""
+    """``tests._support.collector.deep_program(depth)`` as the collector writes it, read by the decoder and paired."""
     d = read_lines(with_totals(collected(deep_program(depth)), task_window=1024, heap=4096, dep_pool=1024))
     return d.pairer, d.events
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ringtrace.model.records import RESOURCES, Abandoned, Scope, UnmatchedEnd
 from ringtrace.stages.decode import Decoder
-from tests.conftest import read_bytes
+from tests._support.scope_stats import read_bytes
 
 SITES = ("(unknown):0", "a.cpp:1", "b.cpp:2", "a.cpp:3")
 CAPS = {"task_window": [8, 16, 32, 64], "heap": [4096, 2048, 1024, 512], "dep_pool": [16, 16, 32, 32]}

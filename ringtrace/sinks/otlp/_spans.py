@@ -14,7 +14,7 @@
 * **Wire.**  :class:`WireEncoder` writes ``ExportTraceServiceRequest`` protobuf bytes directly
   (the SDK's generic encoder builds ~45 protobuf objects per span and costs 5-8x the CPU, see
   ``tests/bench/bench_otlp.py``); tests prove its output parses equal to the SDK encoder's on
-  the same spans made SDK ``ReadableSpan`` objects (``tests/_otlp_view.py``).
+  the same spans made SDK ``ReadableSpan`` objects (``tests/_support/otlp_view.py``).
 
 Pure: no I/O, no clock (``seen_at`` comes from the caller).
 """

@@ -8,8 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from tests._writer import wait_for
-from tests.reading.tail.test_faults import Agent, put_run
+from tests._support.agent import Agent, put_run
+from tests._support.writer import wait_for
 
 
 def runs_in(path: Path) -> list[str]:

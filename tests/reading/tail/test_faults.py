@@ -8,94 +8,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
-from tests._ports import free_port
-from tests._require import require
-from tests._writer import wait_for
-from tests.conftest import SAMPLES
-
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
-SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
-# root without the capabilities that let it read any file: the directory owner's mode bits apply
-NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
-          "--"]
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
-
-class Agent:
-    """``ringtrace watch ROOT --events EV --metrics-addr`` as a real process; stderr collected."""
-
-    def __init__(self, root: str, ev: Path, *extra: str, prefix: list[str] | None = None) -> None:
-        self.ev = ev
-        self.port = free_port()
-        self.proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "ringtrace", "watch", root,
-                                      "--events", str(ev), "--log-level", "info",
-                                      "--metrics-addr", f"127.0.0.1:{self.port}", "--rescan-interval", "0.5", *extra],
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
-        self.lines: list[str] = []
-        self._t = threading.Thread(target=self._collect, daemon=True)
-        self._t.start()
-
-    def _collect(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def get(self, path: str) -> tuple[int, bytes]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-        except OSError:
-            return 0, b""
-
-    def metric(self, name: str) -> float | None:
-        code, body = self.get("/metrics")
-        if code != 200:
-            return None
-        for line in body.decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return float(line.rsplit(" ", 1)[1])
-        return None
-
-    def ready(self) -> bool:
-        return self.get("/readyz")[0] == 200
-
-    def stop(self) -> tuple[int, float]:
-        t = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=15)
-        took = time.monotonic() - t
-        self._t.join(timeout=5)
-        print("".join(self.lines))
-        return code, took
-
-    def stderr(self) -> str:
-        return "".join(self.lines)
-
-
-def put_run(root: Path, name: str, src: Path = SMALL) -> Path:
-    d = root / name / "scope_stats"
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / ".incoming"
-    shutil.copy(src, tmp)
-    tmp.rename(d / "scope_stats.jsonl")  # appears whole
-    return d / "scope_stats.jsonl"
+from tests._support.agent import NO_DAC, Agent, events, put_run
+from tests._support.require import require
+from tests._support.samples import NESTED, SMALL
+from tests._support.writer import wait_for
 
 
 def test_an_unreadable_directory_costs_only_itself(tmp_path: Path, agents: list[Agent]) -> None:
@@ -186,7 +106,7 @@ def test_a_directory_name_that_is_not_utf8(tmp_path: Path, agents: list[Agent]) 
     runs = sorted(e["labels"]["run"] for e in events(ev))
     assert runs == ["caf\ufffd_run", "plain"]
     code, body = a.get("/metrics")
-    assert code == 200 and 'run="caf\ufffd_run"'.encode() in body
+    assert code == 200 and 'run="caf\ufffd_run"' in body
     assert "polling" not in a.stderr()  # events did not fall back to polling
     code, _ = a.stop()
     assert code == 0

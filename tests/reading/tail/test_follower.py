@@ -17,11 +17,9 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
-from tests._writer import Writer
-from tests.conftest import SAMPLES
+from tests._support.samples import NESTED, PAGED, SAMPLES
+from tests._support.writer import Writer
 
-PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 RANK0 = SAMPLES / "build_output/nested_l3_20261130_102011/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
 
 

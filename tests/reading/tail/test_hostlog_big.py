@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._writer import wait_for
-from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent, events
+from tests._support.agent import Agent, events
+from tests._support.samples import SAMPLES
+from tests._support.writer import wait_for
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"
@@ -134,7 +134,7 @@ def test_a_failure_at_the_end_of_a_200_mb_log_is_found_off_the_loop(
     assert got["host_log"]["failed"] and got["host_log"]["orch_error_code"] == 2
     assert next(f for f in got["findings"] if f["rule"] == "wedged")["confirmed"] is True
     code, body = a.get("/metrics")
-    failed = [line for line in body.decode().splitlines() if line.startswith("ringtrace_run_failed{")]
+    failed = [line for line in body.splitlines() if line.startswith("ringtrace_run_failed{")]
     assert code == 200 and len(failed) == 1 and 'run="whole"' in failed[0] and 'code="2"' in failed[0], failed
 
     # a run whose file is deleted mid-run (it ends as deleted, with its log)
@@ -145,7 +145,7 @@ def test_a_failure_at_the_end_of_a_200_mb_log_is_found_off_the_loop(
     (cut / ".incoming").write_bytes(meta)  # the metadata line alone: the run waits for its record
     (cut / ".incoming").rename(cut / "scope_stats.jsonl")
     wait_for(lambda: f"following {cut / 'scope_stats.jsonl'}" in a.stderr()
-             and b'run="cut"' in a.get("/metrics")[1], what="the cut run followed")
+             and 'run="cut"' in a.get("/metrics")[1], what="the cut run followed")
     start = time.monotonic()
     (cut / "scope_stats.jsonl").unlink()
     wait_for(lambda: len(events(ev)) == 2, timeout=60, what="the deleted run with its log")

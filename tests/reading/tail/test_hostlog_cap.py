@@ -17,7 +17,7 @@ from ringtrace.hostlog.read import read_log
 from ringtrace.model.records import RunFinished
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.stages.diagnose import Thresholds
-from tests.conftest import SAMPLES
+from tests._support.samples import SAMPLES
 
 HEAP_LOG = SAMPLES / "failed" / "HeapRingDeadlock" / "host.log"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"  # a host log and no scope_stats file

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests._writer import Writer, wait_for
-from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent, events
+from tests._support.agent import Agent, events
+from tests._support.samples import SAMPLES
+from tests._support.writer import Writer, wait_for
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"  # a host log and no scope_stats file
@@ -50,7 +50,7 @@ def test_the_service_shows_the_failure_on_metrics(tmp_path: Path, agents: list[A
     wait_for(lambda: len(events(ev)) == 1, what="the failed run")
     code, body = a.get("/metrics")
     assert code == 200
-    failed = [line for line in body.decode().splitlines() if line.startswith("ringtrace_run_failed{")]
+    failed = [line for line in body.splitlines() if line.startswith("ringtrace_run_failed{")]
     assert len(failed) == 1 and 'code="2"' in failed[0] and failed[0].endswith(" 1.0")
     assert a.stop()[0] == 0
 
@@ -102,7 +102,7 @@ def test_the_service_reports_a_log_only_run_when_its_log_stops_changing(
                                str(tree / ABORT.name / "host.log")], capture_output=True, text=True, timeout=60)
     assert got["path"] is None and got["host_log"] == json.loads(one_shot.stdout)["files"][0]["host_log"]  # whole
     code, body = a.get("/metrics")
-    failed = [line for line in body.decode().splitlines() if line.startswith("ringtrace_run_failed{")]
+    failed = [line for line in body.splitlines() if line.startswith("ringtrace_run_failed{")]
     assert code == 200 and len(failed) == 1 and f'run="{ABORT.name}"' in failed[0], failed
     assert a.stop()[0] == 0
     b = Agent(str(tree), ev, "--host-log-glob", "*.log", "--idle-timeout", "1", "--state-dir", str(state))
@@ -112,7 +112,7 @@ def test_the_service_reports_a_log_only_run_when_its_log_stops_changing(
     wait_for(lambda: len(events(ev)) == 2, what="the second log-only run")
     assert [e["labels"]["run"] for e in events(ev)] == [ABORT.name, DEP_POOL.name]  # the first not again
     code, body = b.get("/metrics")
-    failed = [line for line in body.decode().splitlines() if line.startswith("ringtrace_run_failed{")]
+    failed = [line for line in body.splitlines() if line.startswith("ringtrace_run_failed{")]
     assert len(failed) == 1 and f'run="{DEP_POOL.name}"' in failed[0], failed
     assert b.stop()[0] == 0
 

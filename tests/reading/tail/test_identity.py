@@ -25,14 +25,10 @@ from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
-from tests._ports import free_port
-from tests._writer import Writer, wait_for
-from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent, events, put_run
-
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
-PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
-SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
+from tests._support.agent import Agent, events, put_run
+from tests._support.ports import free_port
+from tests._support.samples import NESTED, PAGED, SMALL
+from tests._support.writer import Writer, wait_for
 
 
 class Roots(Agent):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests._support.samples import SAMPLES
 
 FILES = [SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl",
          SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl",

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests._tmpfs import fill, small_tmpfs
-from tests._writer import wait_for
-from tests.conftest import SAMPLES
-from tests.reading.tail.test_faults import Agent
+from tests._support.agent import Agent
+from tests._support.samples import NESTED
+from tests._support.tmpfs import fill, small_tmpfs
+from tests._support.writer import wait_for
 
-NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 RUNS = 200
 STATE = "ringtrace-state.json"
 

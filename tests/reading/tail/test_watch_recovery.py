@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests._require import require
-from tests._writer import Writer, wait_for
-from tests.reading.tail.test_faults import NESTED, NO_DAC, Agent, events, put_run
+from tests._support.agent import NO_DAC, Agent, events, put_run
+from tests._support.require import require
+from tests._support.samples import NESTED
+from tests._support.writer import Writer, wait_for
 
 
 def dirs_in(root: Path) -> int:
@@ -73,7 +74,7 @@ def following(a: Agent, run: str) -> bool:
     """The agent has read records of ``run`` (its series are on /metrics)."""
     code, body = a.get("/metrics")
     return code == 200 and any(line.startswith("ringtrace_run_records{") and f'run="{run}"' in line
-                               for line in body.decode().splitlines())
+                               for line in body.splitlines())
 
 
 def run_records(a: Agent) -> float | None:

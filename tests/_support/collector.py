@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import rec
+from tests._support.scope_stats import rec
 
 CAP = 64
 """Open scopes the collector keeps (depths 0..63)."""

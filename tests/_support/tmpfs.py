@@ -1,7 +1,7 @@
 """A small real tmpfs, for full-disk tests: ``with small_tmpfs(dir, "64k") as mnt: ...``.
 
 Mounting needs root (CI runs as root); elsewhere the test is skipped with the reason, and in CI
-(``CI=true``) it fails instead (:func:`tests._require.require`), so a full-disk test is never
+(``CI=true``) it fails instead (:func:`tests._support.require.require`), so a full-disk test is never
 skipped silently.  :func:`fill` leaves about ``free`` bytes free on it.
 """
 
@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests._require import require
+from tests._support.require import require
 
 
 @contextlib.contextmanager

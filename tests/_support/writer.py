@@ -1,4 +1,4 @@
-"""A real writer process (tests/reading/tail/writer.py) and condition waits with deadlines (tailing tests)."""
+"""A real writer process (tests/_support/writer_process.py) and condition waits with deadlines (tailing tests)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-WRITER = Path(__file__).parent / "reading" / "tail" / "writer.py"
+WRITER = Path(__file__).parent / "writer_process.py"
 
 
 class Writer:
-    """A separate process that performs file operations on request (see writer.py)."""
+    """A separate process that performs file operations on request (see writer_process.py)."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, str(WRITER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """A watch process with a test double for a sink that reopens its file (SIGHUP tests).
 
-``python tests/_reopen_agent.py ROOT LINES PORT``: the real service (:func:`ringtrace.reading.service.assemble`,
+``python tests/_support/reopen_agent.py ROOT LINES PORT``: the real service (:func:`ringtrace.reading.service.assemble`,
 ``App.run`` with its signal handlers, the metrics server on 127.0.0.1:PORT) plus
 :class:`LinesSink`, which appends one JSON line per finished run to LINES and, like logrotate's
 postrotate convention asks, opens LINES again on ``reopen()``.  Exits with the service's code.

@@ -16,7 +16,7 @@ plays a list of :class:`Fault` answers, one per request (a refusal, or a partial
 some spans).  :class:`Blackhole` accepts TCP connections, reads and never answers.
 Waiting is on a condition with a deadline (:meth:`wait_for_spans`), never a sleep.
 
-Run ``python -m tests.otlp_receiver`` to serve in a process of its own: it prints one JSON line
+Run ``python -m tests._support.otlp_receiver`` to serve in a process of its own: it prints one JSON line
 with the endpoints, counts only, and exits when its stdin closes.
 """
 

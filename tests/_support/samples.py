@@ -1,0 +1,26 @@
+"""The real scope_stats files the runtime wrote (``tests/fixtures/samples``), by name.
+
+Paths only: reading them is the test's business.  ``SAMPLE_FILES`` is every scope_stats file of
+the tree as the product's own discovery finds it (8 files; two failed runs are known only from
+their ``host.log``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ringtrace.sources.paths import find_sources
+
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
+FAILED = SAMPLES / "failed"
+L3 = SAMPLES / "build_output" / "nested_l3_20261130_102011"
+"""A multi-rank (L3) run: ``dfx_outputs/rank0/d0`` and ``rank1/d1``."""
+
+SMALL = SAMPLES / "outputs/TestScopeStats_default_20261130_101210/scope_stats/scope_stats.jsonl"
+NESTED = SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
+PAGED = SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"
+BGEMM = SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl"
+FLOW = FAILED / "NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
+"""A wedged run (window 4, flow-control deadlock) with its ``host.log`` two folders up."""
+
+SAMPLE_FILES: list[Path] = find_sources([str(SAMPLES)])[0]
