@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench system-deps otel-newest proto clean
+.PHONY: demo test lint typecheck pytest bench docs system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +20,11 @@ demo: $(STAMP)
 	$(BIN)/ringtrace demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check ringtrace tests deploy
+	$(BIN)/ruff check ringtrace tests deploy docs
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
 typecheck: $(STAMP)
-	$(BIN)/mypy ringtrace
+	$(BIN)/mypy ringtrace docs/generate.py
 
 # The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
 # release the registry has (within protobuf < 8, which the Perfetto module needs), so the
@@ -40,6 +40,11 @@ pytest: $(STAMP) system-deps otel-newest
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# the tables of docs/ that the code holds (metrics, settings, options, error codes); tests/test_docs.py
+# fails when they are stale
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench_summary.py

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -71,3 +72,27 @@ def test_the_runnable_examples_run(where: str, script: str, tmp_path: Path) -> N
     proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, (where, proc.stdout, proc.stderr)
+
+
+def test_the_generated_tables_are_current() -> None:
+    """The metrics, settings, options and error-code tables are what ``docs/generate.py`` makes of
+    the code now (``make docs`` rewrites them)."""
+    res = subprocess.run([sys.executable, str(DOCS / "generate.py"), "--check"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr
+
+
+def test_the_generator_sees_a_stale_table(tmp_path: Path) -> None:
+    """--check fails on a page whose table lost a row or gained a wrong default, and names the page."""
+    pages = tmp_path / "docs"
+    shutil.copytree(DOCS, pages)
+    ref = pages / "reference.md"
+    text = ref.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `ringtrace_run_failed` |"))
+    ref.write_text(text.replace(row + "\n", "").replace("| `RINGTRACE_IDLE_TIMEOUT` | 30 |",
+                                                        "| `RINGTRACE_IDLE_TIMEOUT` | 60 |"))
+    res = subprocess.run([sys.executable, str(DOCS / "generate.py"), "--check", "--docs", str(pages)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 1 and "1 page(s) stale" in res.stderr
+    assert f"+{row}" in res.stdout
+    assert "+| `idle_timeout` | `--idle-timeout` | `RINGTRACE_IDLE_TIMEOUT` | 30 |" in res.stdout
