@@ -39,11 +39,11 @@ def data_file(size_mb: int, seed: int) -> Path:
     return path
 
 
-def run_child(cmd: list[str]) -> tuple[float, float, float, bytes]:
-    """Run ``cmd``; returns (wall seconds, CPU seconds, peak RSS in MB of that child, stdout)."""
+def run_child(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, float, bytes]:
+    """Run ``cmd`` in ``cwd``; returns (wall seconds, CPU seconds, peak RSS in MB of that child, stdout)."""
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
