@@ -1,6 +1,9 @@
 """Following files as they are written: ``discover`` (which files), ``follower`` (one file),
-``tailer`` (all files, driven by change notifications and ticks), ``state`` (restart state).
+``tailer`` (all files, driven by change notifications and ticks), ``hostlogs`` (a run's host log,
+found and read at its finish), ``state`` (restart state), and ``inotify`` (the tree watcher).
 
-Everything here is synchronous and takes the time as an argument; ``ringtrace.reading.app`` runs it
-from asyncio (file reads in a worker thread) and owns the clock.
+All but ``inotify`` is synchronous and takes the time as an argument; ``ringtrace.reading.app`` runs
+it on its reader thread and owns the clock.  ``inotify.TreeWatcher`` lives on the event loop and
+hands its directory walks to a thread (its docstring says which).  Each class's docstring states
+who calls it, on which thread, and who owns what.
 """
