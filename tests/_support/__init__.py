@@ -5,7 +5,8 @@
 * ``cli`` — the answer of one in-process command; ``agent`` — a real ``ringtrace watch`` process;
   ``writer`` / ``writer_process`` — a real writer process and ``wait_for`` (a condition with a deadline).
 * ``sinks`` — the one collecting test sink; ``events`` — the sink events of real files;
-  ``prometheus``, ``otlp_view``, ``otlp_receiver`` (a real OTLP gRPC/HTTP receiver), ``scopes``.
+  ``prometheus``, ``otlp`` (the OTLP sink tests' helpers), ``otlp_view``, ``otlp_receiver`` (a real
+  OTLP gRPC/HTTP receiver), ``scopes``.
 * ``convert`` — run the ``convert`` command; ``reopen_agent`` — the service with a reopening sink.
 * ``ports``, ``require`` (fail in CI, skip on a laptop), ``rss``, ``tmpfs``.
 """

@@ -3,7 +3,7 @@
 * Wire: the hot path (one packet per boundary record) is encoded without protobuf message
   objects, which cost ~10x more.  Field tags are named constants (``message.field = number``,
   Perfetto's numbers) and every packet template is built from them;
-  tests/sinks/test_perfetto.py checks them against the generated ``ringtrace._pb`` module,
+  tests/sinks/perfetto/test_trace_writer.py checks them against the generated ``ringtrace._pb`` module,
   which in turn is checked against the official ``perfetto_trace_pb2``.  Rare packets
   (descriptors, defaults, interned annotation names) are built with ``ringtrace._pb``.
 * :class:`ProtoTrace`: sink events -> packets, for any number of sources (the layout is

@@ -1,7 +1,8 @@
 """The Perfetto sinks: every trace is decoded with the official ``perfetto`` package's
 ``perfetto_trace_pb2`` and replayed by :class:`Model` (TrackEvent semantics: sequences,
 incremental state, interning, defaults, per-track slice stacks, counters), then checked against
-the reader's own events and summaries.  The real trace processor is in tests/e2e/test_perfetto_ui.py.
+the reader's own events and summaries.  The real trace processor is in tests/e2e/test_perfetto_ui.py;
+the hand-encoded protobuf against Perfetto's descriptors in test_trace_writer.py, beside this file.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import zlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -23,7 +24,6 @@ import msgspec
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
 
-from ringtrace._pb import ringtrace_perfetto_pb2 as ours
 from ringtrace.demo import sim
 from ringtrace.model.records import (
     RESOURCES,
@@ -39,7 +39,6 @@ from ringtrace.model.records import (
 )
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
-from ringtrace.sinks.perfetto import _file as trace_file
 from ringtrace.sinks.perfetto import _layout as layout
 from ringtrace.sinks.perfetto import _trace_writer as tw
 from ringtrace.sinks.perfetto._layout import process_name
@@ -51,83 +50,7 @@ from tests._support.samples import FAILED, L3, SAMPLE_FILES
 from tests._support.scope_stats import encode_lines, meta, rec, with_totals
 from tests._support.tmpfs import fill, small_tmpfs
 
-ROOT = Path(__file__).resolve().parents[2]
 Packet = Any  # official.TracePacket
-
-
-# -- the proto subset and the generated module ------------------------------------------------------
-
-
-def _check_message(mine: Any, theirs: Any) -> None:
-    for f in mine.fields:
-        o = theirs.fields_by_name.get(f.name)
-        assert o is not None, f"{mine.name}.{f.name} is not in Perfetto's {theirs.full_name}"
-        assert (f.number, f.type, f.is_repeated) == (o.number, o.type, o.is_repeated), f"{mine.name}.{f.name}"
-        if f.message_type is not None:
-            assert o.message_type is not None and f.message_type.name == o.message_type.name
-            _check_message(f.message_type, o.message_type)
-        if f.enum_type is not None:
-            assert o.enum_type is not None
-            _check_enum(f.enum_type, o.enum_type)
-
-
-def _check_enum(mine: Any, theirs: Any) -> None:
-    for v in mine.values:
-        assert theirs.values_by_name[v.name].number == v.number, f"{mine.name}.{v.name}"
-
-
-def test_proto_subset_has_perfettos_field_numbers() -> None:
-    for name, msg in ours.DESCRIPTOR.message_types_by_name.items():
-        _check_message(msg, official.DESCRIPTOR.message_types_by_name[name])
-
-
-_GENCODE_VERSION = re.compile(rb"(Protobuf Python Version: |ValidateProtobufRuntimeVersion\(\s*\S+,\s*)[\d.,\s]+")
-
-
-def _normalized(path: Path) -> bytes:
-    """The file with protoc's version stamp blanked (a newer grpcio-tools may only bump it)."""
-    return _GENCODE_VERSION.sub(rb"\1<version>", path.read_bytes())
-
-
-def test_generated_module_matches_the_script(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHON": sys.executable}
-    subprocess.run(["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)], check=True, cwd=ROOT, env=env)
-    committed = ROOT / "ringtrace" / "_pb"
-    names = sorted(p.name for p in tmp_path.iterdir() if p.name != "__init__.py")
-    assert names == ["ringtrace_perfetto_pb2.py", "ringtrace_perfetto_pb2.pyi"]
-    for name in names:
-        assert _normalized(committed / name) == _normalized(tmp_path / name), (
-            f"ringtrace/_pb/{name} is stale: run scripts/gen-proto.sh and commit")
-    assert (committed / "__init__.py").is_file()
-
-
-def test_hand_encoded_tags_match_the_descriptors() -> None:
-    P, E, A = ours.TracePacket, ours.TrackEvent, ours.DebugAnnotation
-    expected: list[tuple[bytes, Any, str]] = [
-        (trace_file.TRACE_PACKET, ours.Trace, "packet"),
-        (tw.PKT_TIMESTAMP, P, "timestamp"), (tw.PKT_SEQUENCE_ID, P, "trusted_packet_sequence_id"),
-        (tw.PKT_TRACK_EVENT, P, "track_event"), (trace_file.PKT_COMPRESSED, P, "compressed_packets"),
-        (tw.EV_DEBUG_ANNOTATION, E, "debug_annotations"), (tw.EV_TYPE, E, "type"), (tw.EV_NAME_IID, E, "name_iid"),
-        (tw.EV_TRACK_UUID, E, "track_uuid"), (tw.EV_EXTRA_VALUE, E, "extra_counter_values"), (tw.EV_NAME, E, "name"),
-        (tw.EV_COUNTER_VALUE, E, "counter_value"), (tw.EV_EXTRA_UUID, E, "extra_counter_track_uuids"),
-        (tw.ANN_NAME_IID, A, "name_iid"), (tw.ANN_BOOL, A, "bool_value"), (tw.ANN_INT, A, "int_value"),
-    ]
-    for const, msg, field in expected:
-        f = msg.DESCRIPTOR.fields_by_name[field]
-        wire = tw.LEN if f.type in (f.TYPE_MESSAGE, f.TYPE_BYTES, f.TYPE_STRING) else tw.VARINT
-        assert tw.tag(f.number, wire) == const, f"{msg.__name__}.{field}"
-    T = ours.TrackEvent
-    assert [T.TYPE_SLICE_BEGIN, T.TYPE_SLICE_END, T.TYPE_INSTANT, T.TYPE_COUNTER] == [
-        tw.SLICE_BEGIN, tw.SLICE_END, tw.INSTANT, tw.COUNTER]
-
-
-def test_varint() -> None:
-    for n in [*range(0, 40000, 7), 2**21 - 1, 2**21, 2**28, 2**35 + 3, 2**63 - 1, 2**64 - 1]:
-        msg = official.TrackEvent(track_uuid=n)
-        assert tw.EV_TRACK_UUID + tw.varint(n) == msg.SerializeToString()
-    for n in (-1, -300, -(2**63)):
-        msg = official.TrackEvent(counter_value=n)
-        assert tw.EV_COUNTER_VALUE + tw.varint(n) == msg.SerializeToString()
 
 
 # -- decoding a trace and replaying it ----------------------------------------------------------------
@@ -611,35 +534,6 @@ def test_dir_sink_counts_an_unwritable_directory_through_the_fanout(tmp_path: Pa
     assert sink.written == []
 
 
-# -- chrome json --------------------------------------------------------------------------------------
-
-
-def test_chrome_json(tmp_path: Path) -> None:
-    events = read_events([L3, FAILED])
-    path = tmp_path / "t.json"
-    sink = PerfettoSink(path, "chrome-json")
-    for ev in events:
-        sink.receive(ev)
-    sink.close()
-    doc = json.loads(path.read_text())
-    evs = doc["traceEvents"]
-    fins = [e for e in events if isinstance(e, RunFinished)]
-    phases = Counter(e["ph"] for e in evs)
-    expected = sum(f.summary.scopes + f.summary.unmatched_begins + len(f.summary.wedged) for f in fins)
-    assert phases["B"] == phases["E"] == expected
-    assert phases["i"] == sum(1 for f in fins if f.summary.wedged) + len(fins)  # WEDGED + run info
-    records = sum(f.summary.records for f in fins)
-    assert phases["C"] == 3 * records  # ring live, ring use %, tensormap (every ring here has its capacities)
-    assert phases["X"] == sum(1 for f in fins if f.summary.wedged)  # the WEDGED track's slice
-    names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {process_name(f.source) for f in fins}
-    stacks: dict[tuple[int, int], int] = Counter()
-    for e in evs:  # balanced per thread, and timestamps are lines
-        if e["ph"] in "BE":
-            stacks[e["pid"], e["tid"]] += 1 if e["ph"] == "B" else -1
-            assert stacks[e["pid"], e["tid"]] >= 0
-    assert set(stacks.values()) == {0}
-
 
 def test_started_events_only_make_no_slices(tmp_path: Path) -> None:
     src = Source("/x/scope_stats.jsonl")
@@ -666,13 +560,6 @@ def test_scope_without_task_window_usage(tmp_path: Path) -> None:
 
 # -- faults: huge ranks, a full disk, runs labelled alike ----------------------------------------------
 
-
-@pytest.mark.parametrize(("rank", "pid"), [
-    ("0", 1), ("7", 8), (str(layout.PID_MAX - 1), layout.PID_MAX), (str(layout.PID_MAX), 1),
-    ("9" * 30, 1 + int("9" * 30) % layout.PID_MAX), ("", 1), ("x1", 1), ("\u00b2", 1),
-])
-def test_rank_pid_fits_perfettos_int32(rank: str, pid: int) -> None:
-    assert layout.rank_pid(rank) == pid and 1 <= pid <= layout.PID_MAX
 
 
 def test_dir_sink_writes_a_run_whose_rank_is_too_large_for_a_pid(write_jsonl: Any, tmp_path: Path) -> None:
