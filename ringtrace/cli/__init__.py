@@ -335,7 +335,7 @@ def cmd_convert(args: argparse.Namespace, cfg: Config, out: Console, err: Consol
             perfetto = PerfettoSink(Path(args.output), cfg.perfetto_format)
             sinks.append(perfetto)
         if otlp_wanted(cfg):
-            otlp = otlp_sink(cfg, backpressure=True, flush_timeout=120.0)
+            otlp = otlp_sink(cfg, backpressure=True)
             sinks.append(otlp)
     except OSError as e:
         _err(err, f"{args.output}: cannot write: {e.strerror or e}")

@@ -4,6 +4,7 @@ run nothing else."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -18,6 +19,9 @@ from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import find_inputs
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
+FLUSH_SECONDS = 120.0
+"""How long a one-shot command's sinks may take to push out what they hold at the end (OTLP spans,
+retries included): the deadline of their ``flush``."""
 MAX_PROBLEMS_SHOWN = 20
 
 
@@ -46,7 +50,7 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
     else:
         errors += read_files(files, fanout, cfg.thresholds, host_logs=plan.for_file)
     fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
-    fanout.flush()
+    fanout.flush(time.monotonic() + FLUSH_SECONDS)
     fanout.close()
     for text in [*errors, *plan.problems, *plan.notes]:  # the problems and notes alone do not fail the read
         err_line(err, text)

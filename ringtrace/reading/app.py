@@ -26,9 +26,9 @@ backlog or file size.
 
 ``stop()`` (SIGINT/SIGTERM) ends reading after the current slice, finishes open runs with
 reason ``shutdown``, and flushes and closes every sink behind its queue: the whole shutdown
-takes at most ``shutdown_seconds`` (:data:`SHUTDOWN_SECONDS`, the one budget: the service
-sizes the OTLP sink's flush from it) from the signal; sinks get all of it but
-:data:`SHUTDOWN_RESERVE`, and a sink still blocked then is abandoned.  Time comes from the
+takes at most ``shutdown_seconds`` (:data:`SHUTDOWN_SECONDS`, the one budget) from the signal;
+sinks get all of it but :data:`SHUTDOWN_RESERVE` (each sink's ``flush(deadline)`` gets that deadline
+less :data:`ringtrace.sinks.FLUSH_MARGIN`), and a sink still blocked then is abandoned.  Time comes from the
 injected ``clock`` (monotonic) and ``wall`` (for ``seen_at``).
 """
 

@@ -6,9 +6,10 @@ owns the result and drives it inside its event loop: ``await start()`` (binds; r
 before anything is read), then ``await run()`` (the app, then ``stop()``).
 
 The shutdown budget is the app's (``shutdown_seconds``, default
-:data:`ringtrace.reading.app.SHUTDOWN_SECONDS`); :func:`assemble` passes it down: the OTLP sink's flush
-ends :data:`OTLP_FLUSH_MARGIN` before it, so that sink cuts its own requests and says what it
-lost before the app would abandon it.  SIGHUP re-reads the web config (and the app reopens
+:data:`ringtrace.reading.app.SHUTDOWN_SECONDS`): :func:`assemble` gives it to the :class:`App`, which
+passes its deadline to the fan-out, which passes it to every sink's ``flush(deadline)`` less
+:data:`ringtrace.sinks.FLUSH_MARGIN`, so a sink (the OTLP one: its requests) ends its flush, closes and
+says what it lost before the app would abandon it.  SIGHUP re-reads the web config (and the app reopens
 the sinks' outputs).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ringtrace.config import Config
-from ringtrace.reading.app import SHUTDOWN_RESERVE, SHUTDOWN_SECONDS, App
+from ringtrace.reading.app import SHUTDOWN_SECONDS, App
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.console import WatchLogSink
 from ringtrace.sinks.events import EventsSink
@@ -35,15 +36,6 @@ if TYPE_CHECKING:
     from ringtrace.sinks.prometheus.server import MetricsServer
 
 log = logging.getLogger("ringtrace")
-
-OTLP_FLUSH_MARGIN = 0.5
-"""The OTLP flush ends this long before the sinks' share of the budget does."""
-
-
-def otlp_flush_seconds(shutdown_seconds: float) -> float:
-    """How long the OTLP sink may flush within the app's shutdown budget."""
-    return max(0.1, shutdown_seconds - SHUTDOWN_RESERVE - OTLP_FLUSH_MARGIN)
-
 
 class StdoutStream(io.FileIO):
     """``--events -``: standard output through a duplicate of fd 1, unbuffered and without a lock.
@@ -122,12 +114,11 @@ class Service:
         self._started = False
 
 
-def sinks_from_config(cfg: Config, shutdown_seconds: float = SHUTDOWN_SECONDS) -> tuple[list[Sink], list[str]]:
+def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
     """The file/network sinks the configuration asks for, and a note per output for people.
 
     Each exporter is imported only when configured: a node agent with ``--events`` alone does not
-    carry gRPC, protobuf or aiohttp in memory.  ``shutdown_seconds``: the app's budget (sizes the
-    OTLP flush).
+    carry gRPC, protobuf or aiohttp in memory.
     """
     sinks: list[Sink] = []
     notes: list[str] = []
@@ -149,13 +140,13 @@ def sinks_from_config(cfg: Config, shutdown_seconds: float = SHUTDOWN_SECONDS) -
         sinks.append(ReportDirSink(Path(cfg.report_dir), cfg.headroom))
         notes.append(f"HTML reports (one per finished run): {cfg.report_dir}")
     if otlp_wanted(cfg):
-        sinks.append(otlp_sink(cfg, flush_timeout=otlp_flush_seconds(shutdown_seconds)))  # within the budget
+        sinks.append(otlp_sink(cfg))
         notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
                      f"({cfg.otlp_protocol})")
     return sinks, notes
 
 
-def otlp_sink(cfg: Config, *, backpressure: bool = False, flush_timeout: float = 30.0) -> OtlpSink:
+def otlp_sink(cfg: Config, *, backpressure: bool = False) -> OtlpSink:
     """The OTLP sink ``watch``/``convert`` use: ``--otlp-*`` settings, ``OTEL_EXPORTER_OTLP_*`` for the rest.
 
     ``convert`` passes ``backpressure=True`` (a file reader may wait; the live reader never does).
@@ -164,7 +155,7 @@ def otlp_sink(cfg: Config, *, backpressure: bool = False, flush_timeout: float =
     from ringtrace.sinks.otlp import OtlpSink
 
     return OtlpSink(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
-                    backpressure=backpressure, flush_timeout=flush_timeout, env=dict(cfg.otel_env))
+                    backpressure=backpressure, env=dict(cfg.otel_env))
 
 
 def otlp_wanted(cfg: Config) -> bool:
@@ -178,8 +169,8 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
              shutdown_seconds: float = SHUTDOWN_SECONDS) -> Service:
     """Everything a watch process needs; raises OSError / WebConfigError / ValueError for unusable outputs.
 
-    ``shutdown_seconds`` is the one shutdown budget: the app's, and the OTLP flush is sized from it."""
-    sinks, notes = sinks_from_config(cfg, shutdown_seconds)
+    ``shutdown_seconds`` is the one shutdown budget, the app's (see the module docstring)."""
+    sinks, notes = sinks_from_config(cfg)
     if not cfg.quiet:  # one line per finished run on stderr
         sinks.append(WatchLogSink(logging.getLogger("ringtrace.watch")))
     fanout = FanOut([*(extra or []), *sinks])

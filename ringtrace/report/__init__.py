@@ -108,7 +108,7 @@ class ReportCollector:
         elif isinstance(event, RunFinished):
             self._get(key).finished = event
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         """Nothing is buffered."""
 
     def close(self) -> None:
@@ -239,7 +239,7 @@ class ReportDirSink:
         os.replace(tmp, target)
         self.written.append(target)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         """Pages are written at each run's finish."""
 
     def close(self) -> None:

@@ -6,7 +6,10 @@ caller of ``convert``/``summary``), in event order:
 * ``receive(event)``: take one :class:`~ringtrace.model.records.SinkEvent`.  It should not block for
   long (no network round trips: hand those to an own worker) and should not raise; events
   and the records inside them are immutable and may be kept.
-* ``flush()``: push out what is buffered (called before shutdown and at ``--once`` exit).
+* ``flush(deadline)``: push out what is buffered, and return by ``deadline`` (a ``time.monotonic()``
+  instant) at the latest: what cannot go out by then is given up (and counted by the sink).
+  Called at the end of a one-shot command and at shutdown (``--once`` exit, SIGTERM), where the
+  deadline comes from the app's one shutdown budget, less :data:`FLUSH_MARGIN` for ``close``.
 * ``close()``: release resources; no calls follow.
 
 Optional, looked up with ``getattr``:
@@ -59,6 +62,7 @@ nothing is submitted.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -81,6 +85,8 @@ STUCK_SECONDS_AT_SHUTDOWN = 1.0
 """The same, once shutdown began: the budget is a few seconds, a sink idle for one will not make it."""
 FINISHED_KEPT = 1000
 """RunFinished events a stuck sink keeps queued (beyond them they are dropped too): about 10 MB."""
+FLUSH_MARGIN = 0.5
+"""At shutdown a sink's ``flush`` must end this long before the deadline, to close and say what it lost."""
 
 Op = Literal["", "flush", "close", "reopen"]
 
@@ -102,7 +108,7 @@ class Sink(Protocol):
 
     def receive(self, event: SinkEvent) -> None: ...
 
-    def flush(self) -> None: ...
+    def flush(self, deadline: float) -> None: ...
 
     def close(self) -> None: ...
 
@@ -125,6 +131,7 @@ class _Entry:
     batch: _Batch | None = None
     events: list[tuple[int, SinkEvent]] = field(default_factory=list)
     op: Op = ""
+    deadline: float = math.inf  # flush: the sink's deadline (time.monotonic())
     settled: bool = False  # this outlet no longer holds the batch (delivered, or shed to its RunFinished)
     done: int = 0  # events the worker has delivered of it so far
 
@@ -178,13 +185,13 @@ class _Outlet:
             self.cond.notify_all()
         return settle
 
-    def control(self, op: Op, now: float) -> bool:
-        """Queue an operation behind the events; False when the outlet is closing."""
+    def control(self, op: Op, now: float, deadline: float = math.inf) -> bool:
+        """Queue an operation behind the events (``flush``: with its deadline); False when the outlet is closing."""
         with self.cond:
             if self.closing or self.abandoned:
                 return False
             self.closing = op == "close"
-            self.queue.append(_Entry(now, op=op))
+            self.queue.append(_Entry(now, op=op, deadline=deadline))
             self.cond.notify_all()
         return True
 
@@ -299,7 +306,8 @@ class _Outlet:
                 for src in gaps:
                     fanout.guard(sink, "dropped", partial(hook, src))
             if entry.op:
-                if fanout.guard(sink, entry.op, getattr(sink, entry.op)) and entry.op == "reopen":
+                call = partial(sink.flush, entry.deadline) if entry.op == "flush" else getattr(sink, entry.op)
+                if fanout.guard(sink, entry.op, call) and entry.op == "reopen":
                     log.info("sink %s reopened its output", self.name)
             else:
                 for i, ev in entry.events:
@@ -402,10 +410,11 @@ class FanOut:
         for event in events:
             self.receive(event)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
+        """Direct: every sink's ``flush(deadline)``, one after the other (``deadline``: ``time.monotonic()``)."""
         self._direct()
         for sink in self.sinks:
-            self.guard(sink, "flush", sink.flush)
+            self.guard(sink, "flush", partial(sink.flush, deadline))
 
     def close(self) -> None:
         self._direct()
@@ -527,15 +536,18 @@ class FanOut:
     def shutdown(self, deadline: float) -> None:
         """Flush and close every sink behind its queued events, in parallel, until ``deadline`` (the
         clock's time); a sink still busy then is abandoned (logged, counted in ``errors`` and
-        ``abandoned``, what it held in ``dropped``).  Direct mode: ``flush()`` then ``close()``."""
+        ``abandoned``, what it held in ``dropped``).  Each sink's ``flush`` gets the same deadline less
+        :data:`FLUSH_MARGIN` (in ``time.monotonic()`` terms), so it can still close and say what it
+        lost.  Direct mode: ``flush`` then ``close``."""
+        flush_by = time.monotonic() + max(0.0, deadline - self.clock() - FLUSH_MARGIN)
         if self._outlets is None:
-            self.flush()
+            self.flush(flush_by)
             self.close()
             return
         self.hurry()
         now = self.clock()
         for o in self._outlets:
-            o.control("flush", now)
+            o.control("flush", now, flush_by)
             o.control("close", now)
         for o in self._outlets:
             if o.abandoned or o.wait_closed(max(0.0, deadline - self.clock())):

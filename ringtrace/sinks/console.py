@@ -59,7 +59,7 @@ class WatchLogSink:
         name = event.source.name if event.source.path else f"{event.source.labels.run} (host log only)"
         self.log.info("run finished: %s: %s (%s)%s", name, verdict(event), event.reason, worst(event))
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         """Nothing is buffered."""
 
     def close(self) -> None:

@@ -525,7 +525,7 @@ class EventsSink:
         if why:
             log.info("%s: the events file was %s; writing to a new file at the path", self._path, why)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         """Nothing is buffered: every line went to the kernel in :meth:`receive`."""
 
     def close(self) -> None:

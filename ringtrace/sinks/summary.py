@@ -93,7 +93,7 @@ class SummarySink:
         if isinstance(event, RunFinished):
             self.finished.append(event)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         pass
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ class LinesSink:
         os.close(self.fd)
         self.fd = fd
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         pass
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ class Collect:
         if self.keep:
             self.events.append(event)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         pass
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
-from ringtrace.sinks import FINISHED_KEPT, FanOut
+from ringtrace.sinks import FINISHED_KEPT, FLUSH_MARGIN, FanOut
 from tests._support.writer import wait_for
 
 
@@ -39,6 +39,7 @@ class GateSink:
         self.inside = threading.Event()  # a receive has started
         self.got: list[SinkEvent] = []
         self.calls: list[str] = []
+        self.deadlines: list[float] = []  # what flush was given
         self.gaps: list[Source] = []
 
     def receive(self, event: SinkEvent) -> None:
@@ -49,8 +50,9 @@ class GateSink:
     def dropped(self, source: Source) -> None:
         self.gaps.append(source)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         self.calls.append("flush")
+        self.deadlines.append(deadline)
 
     def close(self) -> None:
         self.calls.append("close")
@@ -127,9 +129,13 @@ def test_a_blocked_sink_does_not_stop_the_others_and_loses_only_what_it_must(har
     h.clock.now += 1
     h.fanout.check()
     assert h.fanout.stuck() == []
+    before = time.monotonic()
     h.fanout.shutdown(h.clock.now + 5)
     assert stuck.calls == ok.calls == ["flush", "close"]
     assert h.fanout.errors == {"stuck": 0, "ok": 0} and h.fanout.abandoned == {"stuck": 0, "ok": 0}
+    # the budget reaches each sink's flush as one monotonic deadline, less the margin kept for close
+    [a], [b] = stuck.deadlines, ok.deadlines
+    assert a == b and before + 5 - FLUSH_MARGIN <= a <= time.monotonic() + 5 - FLUSH_MARGIN
 
 
 def test_a_stuck_sink_keeps_at_most_finished_kept_runfinished(harnesses: list[Harness]) -> None:

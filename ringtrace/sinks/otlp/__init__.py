@@ -17,8 +17,8 @@ No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``
 (refused, out of retries, rejected in a partial success, or still undelivered at shutdown) and
 ``spans_dropped_queue_full``, each counted as it happens (``pending_spans`` falls batch by batch).
 
-Shutdown within a budget: :meth:`flush` sets a deadline ``flush_timeout`` seconds away that no
-request, retry or wait of the worker passes, and waits for the queue to empty.  :meth:`close`
+Shutdown within a budget: :meth:`flush` takes the deadline (the app's budget, passed down by the
+fan-out) that no request, retry or wait of the worker passes, and waits for the queue to empty.  :meth:`close`
 (flushing first if nothing did) cuts a request still in flight, waits at most ``close_grace`` for
 the worker, counts what remains as failed and logs one line saying how many spans were lost.
 Nothing here raises into the caller.
@@ -59,6 +59,9 @@ __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_trac
 
 log = logging.getLogger("ringtrace.sinks.otlp")
 
+CLOSE_FLUSH_SECONDS = 30.0
+"""How long the flush :meth:`OtlpSink.close` does itself (when nothing flushed since the last run) may take."""
+
 def default_resource() -> Resource:
     """``service.name=ringtrace``, ``service.version``, ``host.name``; ``OTEL_RESOURCE_ATTRIBUTES`` and
     ``OTEL_SERVICE_NAME`` add to it and win (the SDK's ``Resource.create`` plus its env detector)."""
@@ -91,7 +94,7 @@ class OtlpSink:
     def __init__(self, endpoint: str | None = None, protocol: Protocol = "grpc", tick: float = 1e-6,
                  max_spans: int = 10_000, transport: Transport | None = None, *,
                  timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 50_000,
-                 backpressure: bool = False, retry: RetryPolicy | None = None, flush_timeout: float = 30.0,
+                 backpressure: bool = False, retry: RetryPolicy | None = None,
                  close_grace: float = 0.1, sleep: Callable[[float], object] | None = None,
                  clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,
                  wall: Callable[[], float] = time.time, resource: Resource | None = None,
@@ -103,7 +106,6 @@ class OtlpSink:
         self.batch_size = batch_size
         self.max_queued_spans = max_queued_spans
         self.backpressure = backpressure
-        self.flush_timeout = flush_timeout
         self.close_grace = close_grace
         self.retry = retry or RetryPolicy()
         self._sleep = sleep or self._nap
@@ -319,12 +321,12 @@ class OtlpSink:
 
     # -- end of life -------------------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """The sink contract's flush, the start of shutdown: a deadline ``flush_timeout`` seconds away
-        that no request or retry passes, and a wait until the queue is empty or that deadline."""
+    def flush(self, deadline: float) -> None:
+        """The sink contract's flush, the start of shutdown: ``deadline`` (``time.monotonic()``; the
+        earliest one given wins) is passed by no request or retry, and a wait until the queue is empty
+        or that deadline."""
         with self._cond:
-            if self._deadline is None:
-                self._deadline = time.monotonic() + self.flush_timeout
+            self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
             deadline = self._deadline
         self._wake.set()
         drained = self.drain(max(0.0, deadline - time.monotonic()))
@@ -341,10 +343,10 @@ class OtlpSink:
         except Exception as err:
             log.debug("otlp: abort: %s", err)
 
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every queued run was exported (or failed); False when ``timeout`` (default
-        ``flush_timeout``) ran out first.  A wait on a condition, woken by the worker."""
-        deadline = time.monotonic() + (self.flush_timeout if timeout is None else timeout)
+    def drain(self, timeout: float) -> bool:
+        """Wait until every queued run was exported (or failed); False when ``timeout`` seconds ran
+        out first.  A wait on a condition, woken by the worker."""
+        deadline = time.monotonic() + timeout
         with self._cond:
             while self._jobs or self._current is not None:
                 left = deadline - time.monotonic()
@@ -356,7 +358,8 @@ class OtlpSink:
         return True
 
     def close(self) -> None:
-        """Stop: no second drain after a flush (a close without one flushes first).  A request in
+        """Stop: no second drain after a flush (a close without one flushes first, for at most
+        :data:`CLOSE_FLUSH_SECONDS`).  A request in
         flight is cut, the worker gets ``close_grace`` seconds, what was not delivered is counted as
         failed and one log line says how many spans were lost."""
         with self._cond:
@@ -364,7 +367,7 @@ class OtlpSink:
                 return
             flushed = self._flushed  # and nothing queued since (receive clears it)
         if not flushed:
-            self.flush()
+            self.flush(time.monotonic() + CLOSE_FLUSH_SECONDS)
         with self._cond:
             self._stop.set()
             self._cond.notify_all()

@@ -119,7 +119,7 @@ class PerfettoSink:
         except Exception as err:
             self._fail(err)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         if self._out is None:
             return
         try:
@@ -254,7 +254,7 @@ class PerfettoDirSink:
         if isinstance(event, RunFinished) and self.on_written is not None:
             self.on_written(out.path)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         failures: list[Exception] = []
         for src, out in list(self._open.items()):
             try:

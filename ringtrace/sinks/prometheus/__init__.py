@@ -198,7 +198,7 @@ class PrometheusSink:
                 self._finish(event, now)
             self._expire(now)
 
-    def flush(self) -> None:
+    def flush(self, deadline: float) -> None:
         pass
 
     def close(self) -> None:

@@ -103,14 +103,15 @@ def test_backpressure_mode_waits_and_delivers_everything(rx: OtlpReceiver) -> No
 # -- shutdown within the budget ------------------------------------------------------------------------
 
 
-def timed_shutdown(sink: OtlpSink, what: str) -> float:
-    """flush() then close(), as the app does, in a thread joined with a generous deadline; the time it took."""
+def timed_shutdown(sink: OtlpSink, what: str, budget: float) -> float:
+    """flush(now + budget) then close(), as the app does, in a thread joined with a generous deadline;
+    the time it took."""
     t0 = time.monotonic()
-    closer = threading.Thread(target=lambda: (sink.flush(), sink.close()))
+    closer = threading.Thread(target=lambda: (sink.flush(t0 + budget), sink.close()))
     closer.start()
     closer.join(30)
     took = time.monotonic() - t0
-    print(f"{what}: flush + close took {took:.2f} s (flush_timeout {sink.flush_timeout} s)")
+    print(f"{what}: flush + close took {took:.2f} s (flush deadline {budget} s away)")
     assert not closer.is_alive()
     return took
 
@@ -121,11 +122,11 @@ def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol
     """A receiver that accepts TCP and never answers: requests (10 s timeout each) are cut at the flush
     deadline, close adds no second wait, and every kept span is counted as failed, with one log line."""
     with Blackhole() as hole:
-        sink = OtlpSink(hole.endpoint, protocol, batch_size=100, flush_timeout=1.0)
+        sink = OtlpSink(hole.endpoint, protocol, batch_size=100)
         col = convert([SMALL_NESTED, FAILED], sink, flush=False)
         assert hole.wait_for_bytes(1)
         with caplog.at_level(logging.WARNING, "ringtrace.sinks.otlp"):
-            timed_shutdown(sink, f"blackhole {protocol}")
+            timed_shutdown(sink, f"blackhole {protocol}", 1.0)
     kept = kept_spans(col)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept, 0, 0)
     assert sink.spans_failed_at_shutdown == kept and sink.export_retries == 0
@@ -137,9 +138,9 @@ def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol
 def test_connect_that_hangs_does_not_hold_up_close(protocol: Protocol) -> None:
     """SYNs dropped (a full backlog): connecting hangs; flush + close still end at the deadline."""
     with Blackhole(accept=False) as hole:
-        sink = OtlpSink(hole.endpoint, protocol, flush_timeout=1.0)
+        sink = OtlpSink(hole.endpoint, protocol)
         col = convert([FLOW], sink, flush=False)
-        timed_shutdown(sink, f"hanging connect {protocol}")
+        timed_shutdown(sink, f"hanging connect {protocol}", 1.0)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept_spans(col), 0, 0)
     assert hole.connections == 0
 
@@ -148,16 +149,16 @@ def test_connect_that_hangs_does_not_hold_up_close(protocol: Protocol) -> None:
 def test_close_during_a_retry_wait_counts_pending_as_failed(protocol: Protocol) -> None:
     rx = OtlpReceiver().start()
     rx.stop()
-    sink = make_sink(rx, protocol, timeout=0.5, flush_timeout=0.5,
+    sink = make_sink(rx, protocol, timeout=0.5,
                      retry=RetryPolicy(first_delay=8.0, max_delay=8.0, max_elapsed=60.0, jitter=0.0))
     col = convert([SMALL_NESTED, FAILED], sink, flush=False)
-    timed_shutdown(sink, f"endpoint down {protocol}")  # the worker waits 8 s between tries: flush wakes it
+    timed_shutdown(sink, f"endpoint down {protocol}", 0.5)  # the worker waits 8 s between tries: flush wakes it
     assert (sink.spans_exported, sink.spans_failed, sink.pending_spans) == (0, kept_spans(col), 0)
     assert sink.export_requests >= 1
 
 
 def test_close_without_flush_flushes_once(rx: OtlpReceiver) -> None:
-    sink = make_sink(rx, "grpc", flush_timeout=30.0)
+    sink = make_sink(rx, "grpc")
     col = convert([FAILED], sink, flush=False)
     sink.close()
     sink.close()  # idempotent

@@ -7,6 +7,7 @@ sink was stuck) that run's trace is given up.  Finished runs are untouched eithe
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
@@ -33,7 +34,7 @@ def test_close_leaves_no_file_for_a_run_still_open(tmp_path: Path) -> None:
     done = run_events("done")
     fanout.receive_all(done)
     fanout.receive_all([e for e in events if e is not fin])  # a real run, all but its end
-    fanout.flush()
+    fanout.flush(math.inf)
     assert any(p.name.endswith(".pftrace.tmp") for p in traces.iterdir())  # its trace was being written
     fanout.close()
     assert sorted(p.name for p in traces.iterdir()) == [trace_file_name(done[0].source)]

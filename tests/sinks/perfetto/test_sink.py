@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -160,7 +161,7 @@ def write(events: Sequence[SinkEvent], path: Path, **kw: Any) -> Model:
     sink = PerfettoSink(path, **kw)
     for ev in events:
         sink.receive(ev)
-    sink.flush()
+    sink.flush(math.inf)
     sink.close()
     return Model(packets(path))
 
@@ -403,7 +404,7 @@ def test_atomic_and_streaming(tmp_path: Path) -> None:
         assert sum(map(len, out.tf.parts)) < 4096 + 1024  # bounded: one batch, not the trace
         assert isinstance(out.enc, ProtoTrace)
         assert all(len(r.open) <= 8 for r in out.enc.runs.values())  # the pairer's open scopes: O(depth)
-    sink.flush()
+    sink.flush(math.inf)
     assert not path.exists() and tmp.stat().st_size > 10_000  # streamed to disk before close
     sink.close()
     assert path.exists() and not tmp.exists()
@@ -421,7 +422,7 @@ def test_write_error_is_raised_from_close(tmp_path: Path) -> None:
     sink._out.tf.batch = 1
     for ev in read_events([L3]):
         sink.receive(ev)  # never raises into the reader
-    sink.flush()  # the deflate worker's error surfaces here (or at the next receive)
+    sink.flush(math.inf)  # the deflate worker's error surfaces here (or at the next receive)
     assert isinstance(sink.error, OSError)
     with pytest.raises(OSError):
         sink.close()
@@ -527,7 +528,7 @@ def test_dir_sink_counts_an_unwritable_directory_through_the_fanout(tmp_path: Pa
     fanout = FanOut([sink])
     events = read_events([L3])
     fanout.receive_all(events)
-    fanout.flush()
+    fanout.flush(math.inf)
     fanout.close()
     runs = sum(isinstance(e, RunFinished) for e in events)
     assert fanout.errors["perfetto-dir"] == runs == sink.errors == 2  # once per run, never per event
@@ -657,7 +658,7 @@ def test_dir_sink_failures_at_flush_and_close_are_each_counted(tmp_path: Path, b
         fanout = FanOut([sink])
         fanout.receive_all(open_only[:3] + other[:3])  # two runs open, a little written (proto)
         fill(mnt, free=0)
-        fanout.flush()
+        fanout.flush(math.inf)
         fanout.close()
         assert fanout.errors["perfetto-dir"] == 2 == sink.errors
         assert sink.written == [] and list(sink.directory.iterdir()) == []

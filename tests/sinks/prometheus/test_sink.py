@@ -4,6 +4,7 @@ what the files say, series expire after the TTL, memory stays bounded."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -206,7 +207,7 @@ def test_self_metrics() -> None:
         def receive(self, event: SinkEvent) -> None:
             raise RuntimeError("boom")
 
-        def flush(self) -> None:
+        def flush(self, deadline: float) -> None:
             pass
 
         def close(self) -> None:
@@ -394,7 +395,7 @@ def test_progress_without_start_and_unknown_finish_do_not_raise() -> None:
     for ev in evs[1:]:  # no RunStarted
         sink.receive(ev)
     assert one(series(sink), "ringtrace_run_scopes", run="y") == 992
-    sink.flush()
+    sink.flush(math.inf)
     sink.close()
 
 
