@@ -1,0 +1,139 @@
+"""``ringtrace advise``: ring sizes from every run of a program (tables and JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ringtrace.analysis.advise import (
+    ProgramAnswer,
+    RunFacts,
+    advice_json,
+    advise_programs,
+    advise_runs,
+    fmt,
+    program_json,
+    run_config_json,
+    snippet,
+)
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.overview import (
+    render_overview,
+)
+from ringtrace.config import Config
+from ringtrace.model.records import Advice, RunAdvice, RunFinished
+
+
+def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
+    return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
+
+
+def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    from ringtrace.cli import common
+
+    headroom = cfg.headroom
+    if not 0 <= headroom <= 10:
+        common.err_line(err, f"--headroom {headroom}: must be between 0 and 10")
+        return EXIT_INPUT
+    summary, ok = common.read_inputs(args.paths, cfg, [], err, args.host_logs)
+    fins = list(summary.finished)  # a run known from its host log alone is evidence too
+    run_facts = facts(fins)
+    programs = advise_programs(run_facts, headroom)
+    files = [f for f in fins if f.source.path]
+    advice = advise_runs([rf for rf in run_facts if rf.path], headroom)
+    if cfg.format == "json":
+        sys.stdout.write(json.dumps(advise_json(files, advice, programs), indent=1) + "\n")
+    else:
+        for pa in programs:
+            render_program(out, pa)
+        if args.each:
+            if len(files) > 1:
+                render_overview(out, files, advice)
+            for fin in files:
+                render_advice(out, fin, advice[files.index(fin)])
+    return EXIT_OK if ok else EXIT_INPUT
+
+
+def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice],
+                programs: Sequence[ProgramAnswer] = ()) -> dict[str, Any]:
+    """``advise --format json``: ``{"programs": [...], "files": [{path, labels, advice, run_config, ...}]}``."""
+    files = []
+    for fin, ra in zip(fins, advice, strict=True):
+        lab = fin.source.labels
+        files.append({"path": fin.source.path,
+                      "labels": {"run": lab.run, "rank": lab.rank, "dispatch": lab.dispatch, "program": lab.program},
+                      "advice": advice_json(ra.advice), "run_config": run_config_json(ra),
+                      "kernel_fixes": list(ra.kernel_fixes)})
+    return {"programs": [program_json(pa) for pa in programs], "files": files}
+
+
+def _what(a: Advice) -> str:
+    if a.recommended is not None:
+        verb = "keep" if a.recommended == a.capacity else "shrink to" if a.shrink else "set"
+        return f"{verb} {fmt(a.resource, a.recommended)}"
+    if a.measure_next is not None:
+        return f"measure at {fmt(a.resource, a.measure_next)}"
+    return "-"
+
+
+def render_program(console: Console, pa: ProgramAnswer) -> None:
+    """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
+    state = "final" if pa.final else "blocked" if pa.blocked else "measure"
+    console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}", style="bold"))
+    for text in pa.blocked:
+        console.print(Text(f"  {text}", style="bold red"))
+    for text in pa.notes:
+        console.print(Text(f"  note: {text}", style="yellow"))
+    if pa.advice:
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("ring", "resource", "lower", "upper", "estimate", "advice"):
+            table.add_column(col, justify="left" if col in ("resource", "advice") else "right")
+        for a in pa.advice:
+            table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
+                          fmt(a.resource, a.estimate), _what(a))
+        console.print(table)
+        for a in pa.advice:
+            console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+    if pa.run_config:
+        label = "RunConfig (final sizes)" if pa.final else "RunConfig for the next run (a measurement)"
+        console.print(f"  {label}:", markup=False)
+        for key, value in pa.run_config:
+            console.print(Text(f"    {snippet(key, value)}"))
+    elif not pa.blocked:
+        console.print("  RunConfig: compile defaults (nothing to change)", markup=False)
+    console.print()
+
+
+def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
+    console.print(Text(fin.source.path, style="bold"))
+    if not ra.advice:
+        console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
+        console.print()
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
+        table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
+    for a in ra.advice:
+        what = _what(a)
+        table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
+                      fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
+    console.print(table)
+    for a in ra.advice:
+        console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+    for fix in ra.kernel_fixes:
+        console.print(Text(f"  kernel-side first: {fix}", style="yellow"))
+    if ra.run_config:
+        label = "RunConfig for the final sizes" if ra.final else "RunConfig for the next measurement run"
+        console.print(f"  {label}:", markup=False)
+        for key, value in ra.run_config:
+            console.print(Text(f"    {snippet(key, value)}"))
+    else:
+        console.print("  RunConfig: nothing to change", markup=False)
+    console.print()

@@ -1,0 +1,57 @@
+"""``ringtrace watch``: the live agent (the service, its outputs and the metrics server) until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+
+from rich.console import Console
+
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import err_line as _err
+from ringtrace.config import Config
+
+
+def _stop_before_start(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT while the watcher is still being set up: nothing was emitted, exit 0 as promised."""
+    raise SystemExit(EXIT_OK)
+
+
+def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+    import asyncio
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the app installs its own handlers once it runs
+        signal.signal(sig, _stop_before_start)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a rotation or a closed terminal during start-up: nothing to reopen
+
+    from ringtrace.reading.service import assemble
+    from ringtrace.sinks.prometheus.webconfig import WebConfigError
+
+    if not cfg.quiet:  # the start line, one line per finished run, the exit line (in --log-format)
+        logging.getLogger("ringtrace.watch").setLevel(logging.INFO)
+
+    try:
+        service = assemble(cfg, list(args.paths))
+    except (OSError, WebConfigError, ValueError) as e:
+        _err(err, f"cannot set up outputs: {e}")
+        return EXIT_INPUT
+
+    async def serve() -> int:
+        try:
+            await service.start()  # the metrics server binds in the loop that serves it
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+                _err(err, f"--metrics-addr {cfg.metrics_addr}: {e.strerror or e} (another exporter may listen "
+                          "there: pick another HOST:PORT, or port 0 for any free one)")
+            else:
+                _err(err, f"cannot set up outputs: {e}")
+            return EXIT_INPUT
+        return await service.run()
+
+    code = asyncio.run(serve())
+    for name, count in service.fanout.errors.items():
+        if count:
+            _err(err, f"sink {name} failed {count} time(s)")
+    return code
