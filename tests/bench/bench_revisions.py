@@ -16,6 +16,12 @@ file, made once by the current simulator, so both revisions see the same bytes:
 Runs alternate (before, after, before, after, ...); the smallest CPU time of each counts (CPU:
 steadier than wall time on a shared machine).  Each pair of outputs is checked to agree on the
 records and scopes read.  Prints a markdown table with the after/before ratio.
+
+``--instructions`` counts instructions instead (``valgrind --tool=callgrind``, one run per job and
+revision, ~50x slower: use ``--size-mb 20``): the same count on every run, where this machine's
+CPU time of one command varies by up to 2x from run to run.  Counts cover the whole process,
+start-up included; run it also on a tiny file (``--size-mb 0`` uses a real sample) to tell the
+start-up from the per-record cost.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ def worktree(rev: str, into: Path) -> Path:
     """A detached worktree of ``rev`` under ``into`` (the caller removes it)."""
     path = into / rev.replace("/", "_")
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", "-q", str(path), rev], check=True)
+    # byte-compiled up front, as an installed package is: the first run of a fresh tree would count it
+    subprocess.run([PY, "-m", "compileall", "-q", str(path / "ringtrace")], check=True)
     return path
 
 
@@ -65,6 +73,32 @@ def counts(job: str, stdout: bytes, out: Path) -> tuple[int, int] | None:
     return None
 
 
+SMALL_SAMPLE = ROOT / "tests/fixtures/samples/outputs/TestScopeStats_default_20261130_101210/scope_stats" \
+    / "scope_stats.jsonl"
+
+
+def instructions(cmd: list[str], cwd: Path) -> int:
+    """Instructions ``cmd`` executed (callgrind's ``Collected``), children not followed."""
+    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=cwd,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return int(next(line for line in res.stderr.splitlines() if "Collected" in line).split()[-1])
+
+
+def count_instructions(trees: dict[str, Path], data: Path, tmpdir: Path) -> None:
+    print("| job | instructions before | after | after/before |\n|---|---|---|---|")
+    for job in jobs(data, tmpdir):
+        if job.startswith("naive"):
+            continue  # the same code on both sides
+        got = {}
+        for side, tree in trees.items():
+            out = tmpdir / f"out-{side}"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            got[side] = instructions(jobs(data, out)[job], tree)
+        print(f"| {job} | {got['before'] / 1e6:,.0f} M | {got['after'] / 1e6:,.0f} M | "
+              f"{got['after'] / got['before']:.3f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("before")
@@ -72,13 +106,21 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="runs per job and revision; the lowest CPU counts")
+    ap.add_argument("--instructions", action="store_true", help="count instructions (callgrind) instead of time")
     args = ap.parse_args()
-    data = data_file(args.size_mb, args.seed)
+    data = data_file(args.size_mb, args.seed) if args.size_mb else SMALL_SAMPLE
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
         trees = {"before": worktree(args.before, tmpdir)}
         trees["after"] = worktree(args.after, tmpdir) if args.after else ROOT
         try:
+            if args.instructions:
+                print(f"### {args.before} -> {args.after or 'working tree'}: {data.stat().st_size / MB:.1f} MB "
+                      "file, instructions (callgrind)\n")
+                count_instructions(trees, data, tmpdir)
+                print(f"\ncommand: `.venv/bin/python -m tests.bench.bench_revisions {args.before} {args.after} "
+                      f"--size-mb {args.size_mb} --instructions`")
+                return
             best: dict[tuple[str, str], tuple[float, float, float]] = {}
             for _ in range(max(1, args.repeat)):
                 for side, tree in trees.items():
