@@ -208,13 +208,14 @@ class Decoder:
         """A first line that is no metadata line: reported once line 2 tells whether the file is one at all."""
         self._held = (problem, why)
 
-    def _release(self, out: list[Item]) -> None:
-        """Line 2 is a record: the first line was a bad metadata line of a real file."""
+    def _release(self, out: list[Item], at: int | None = None) -> None:
+        """Line 2 is a record: the first line was a bad metadata line of a real file.  Its problem goes
+        into ``out`` at ``at`` (default: the end), so items stay in line order."""
         if self._held is not None:
             problem, _ = self._held
             self._held = None
             self.parse_errors += 1
-            out.append(problem)
+            out.insert(len(out) if at is None else at, problem)
 
     def _not_scope_stats(self, out: list[Item]) -> None:
         """Neither line 1 nor line 2 is what a scope_stats file holds: one error, the rest is not read."""
@@ -288,7 +289,7 @@ class Decoder:
             mark, errors, records = len(out), self.parse_errors, self.records
             self._line_body(raw, out)
             if self.records > records:
-                self._release(out)
+                self._release(out, mark)  # before line 2's items, as the batch path puts it: in line order
             else:  # line 2 is no record either: not this tool's file; its own complaint is dropped
                 del out[mark:]
                 self.parse_errors = errors

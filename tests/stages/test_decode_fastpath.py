@@ -211,3 +211,17 @@ def test_push_many_is_push_on_each() -> None:
     p = Pairer(items[0] if isinstance(items[0], Meta) else None)
     events = p.push_many(records[:700]) + p.push_many(records[700:]) + p.push_many([])
     assert events == ref_events and p.summary() == ref_summary
+
+
+def test_a_first_line_held_until_line_2_is_reported_in_line_order_however_fed() -> None:
+    """Found by the property above (CI, 2026-12-02): a first line that is not a metadata line is held
+    until line 2 shows the file is a scope_stats file.  The per-line path put its problem after line
+    2's record, the batch path before it; both now keep line order, at every cut."""
+    rnd = random.Random(0)
+    state: dict[int, list[int]] = {}
+    raw = b"\n".join([_line("cut_utf8", rnd, state), *(_line("good", rnd, state) for _ in range(3))]) + b"\n"
+    reference, _ = _decode(raw, MAX_LINE, _line_cuts(raw))
+    assert [type(x).__name__ for x in reference[:2]] == ["Problem", "Record"] and reference[0].line == 1
+    for cut in range(len(raw) + 1):
+        assert _decode(raw, MAX_LINE, [cut])[0] == reference, cut
+    assert _decode(raw, MAX_LINE, [])[0] == reference
