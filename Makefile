@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
 typecheck: $(STAMP)
-	$(BIN)/mypy ringtrace docs/generate.py
+	$(BIN)/mypy ringtrace tests docs/generate.py
 
 # The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
 # release the registry has (within protobuf < 8, which the Perfetto module needs), so the

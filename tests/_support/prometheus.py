@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
-from prometheus_client import generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
@@ -90,7 +90,7 @@ def feed(sink: PrometheusSink, path: str, data: bytes, run: str, **final: object
 
     for ev in events_of(data, Source(path, Labels(run=run)), 1 << 20):
         if isinstance(ev, RunFinished):
-            ev = msgspec.structs.replace(ev, **final)  # type: ignore[arg-type]
+            ev = msgspec.structs.replace(ev, **final)
         sink.receive(ev)
 
 

@@ -74,7 +74,7 @@ def rec(site: str, phase: str, depth: int, *, ring: int | None = None, tw: tuple
     return r
 
 
-def with_totals(lines: list[dict[str, Any]], **meta_kw: Any) -> list[dict[str, Any]]:
+def with_totals(lines: list[dict[str, Any]], **meta_kw: Any) -> list[Line]:
     """Prefix ``lines`` with a metadata line whose ``total`` counts them (plus ``dropped``)."""
     dropped = int(meta_kw.get("dropped", 0))
     return [meta(total=len(lines) + dropped, **meta_kw), *lines]

@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -40,7 +42,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from prometheus_client import generate_latest  # noqa: E402
+from prometheus_client.exposition import generate_latest  # noqa: E402
 
 from ringtrace import config  # noqa: E402
 from ringtrace.demo.sim import generate_bytes  # noqa: E402
@@ -145,7 +147,7 @@ def slice_reads(path: Path, repeat: int = 3) -> tuple[float, float]:
     size = path.stat().st_size
     offsets = range(0, size, SLICE)
 
-    async def via_aiofiles(pool: object) -> float:
+    async def via_aiofiles(pool: ThreadPoolExecutor) -> float:
         t = time.perf_counter()
         for off in offsets:
             async with aiofiles.open(path, "rb", buffering=0, executor=pool) as fh:
@@ -167,7 +169,6 @@ def slice_reads(path: Path, repeat: int = 3) -> tuple[float, float]:
             await loop.run_in_executor(pool, pread, off)  # type: ignore[arg-type]
         return (time.perf_counter() - t) / len(offsets)
 
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         a = min(asyncio.run(via_aiofiles(pool)) for _ in range(repeat))
@@ -240,8 +241,8 @@ class Rows(list[str]):
         print(row, flush=True)
         super().append(row)
 
-    def __iadd__(self, rows: object) -> Rows:
-        for r in rows:  # type: ignore[attr-defined]
+    def __iadd__(self, rows: Iterable[str]) -> Rows:  # type: ignore[override,misc]  # list's += takes any iterable
+        for r in rows:
             self.append(r)
         return self
 

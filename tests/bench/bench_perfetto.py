@@ -49,7 +49,7 @@ def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
         assert read_files([path], FanOut([null]), Thresholds()) == []
         return {"records": null.record_count}
     if mode in ("proto", "chrome-json"):
-        assert convert([path], out, mode) == []  # type: ignore[arg-type]
+        assert convert([path], out, mode) == []
         return {"out_bytes": out.stat().st_size}
     if mode == "sink-only":
         keep = Collect()

@@ -102,7 +102,7 @@ def idle_cost(tmp: Path, files: int, poll: bool, seconds: float = 20.0) -> float
     t1, c1 = time.monotonic(), sum(ps.cpu_times()[:2])
     proc.terminate()
     proc.wait()
-    return 100 * (c1 - c0) / (t1 - t0)
+    return float(100 * (c1 - c0) / (t1 - t0))
 
 
 def throughput(tmp: Path, size_mb: int) -> tuple[float, float, int]:

@@ -78,7 +78,8 @@ def k8s_one(kind: str, name: str) -> dict[str, Any]:
 def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
     found = [c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == name]
     assert len(found) == 1, f"{workload['metadata']['name']}: no container {name}"
-    return found[0]
+    one: dict[str, Any] = found[0]
+    return one
 
 
 def host_port(addr: str) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from typing import Any
 import bcrypt
 import pytest
 import yaml
-from prometheus_client import generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.model.records import Advice, HostLog, RunAdvice

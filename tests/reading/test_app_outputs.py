@@ -106,7 +106,7 @@ def test_an_events_pipe_nobody_reads_stops_only_the_events_sink(tmp_path: Path, 
 
 def begin_slices(trace: Path) -> int:
     """Slice begins in a Perfetto protobuf trace (inside its compressed packets)."""
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # type: ignore[import-untyped]
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     outer = pb.Trace.FromString(trace.read_bytes())
     n = 0

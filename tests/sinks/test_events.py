@@ -35,7 +35,7 @@ def runs() -> list[SinkEvent]:
     return events
 
 
-def _lines(path: Path) -> list[dict[str, object]]:
+def _lines(path: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     assert data.endswith(b"\n"), f"a torn last line: {data[-80:]!r}"
     return [json.loads(line) for line in data.splitlines()]

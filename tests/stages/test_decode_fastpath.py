@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace.model.records import Meta, PairEvent, Record, RunProgress, RunSummary, Source
+from ringtrace.model.records import Meta, PairEvent, Problem, Record, RunProgress, RunSummary, Source
 from ringtrace.stages.decode import MAX_LINE, Decoder, Item
 from ringtrace.stages.pair import Pairer
 from ringtrace.stages.run import Run
@@ -221,7 +221,8 @@ def test_a_first_line_held_until_line_2_is_reported_in_line_order_however_fed() 
     state: dict[int, list[int]] = {}
     raw = b"\n".join([_line("cut_utf8", rnd, state), *(_line("good", rnd, state) for _ in range(3))]) + b"\n"
     reference, _ = _decode(raw, MAX_LINE, _line_cuts(raw))
-    assert [type(x).__name__ for x in reference[:2]] == ["Problem", "Record"] and reference[0].line == 1
+    first, second = reference[:2]
+    assert isinstance(first, Problem) and first.line == 1 and isinstance(second, Record) and second.line == 2
     for cut in range(len(raw) + 1):
         assert _decode(raw, MAX_LINE, [cut])[0] == reference, cut
     assert _decode(raw, MAX_LINE, [])[0] == reference

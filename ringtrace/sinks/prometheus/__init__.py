@@ -366,7 +366,7 @@ class PrometheusSink:
         for i, head in enumerate(self._headers[om]):
             out.append(head)
             out.extend(row[i] for row in rows)
-        out.append(openmetrics_latest(self._own) if om else text_latest(self._own))  # type: ignore[no-untyped-call]
+        out.append(openmetrics_latest(self._own) if om else text_latest(self._own))
         return b"".join(out), content_type
 
 

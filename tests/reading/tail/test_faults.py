@@ -122,7 +122,10 @@ def test_deleted_files_are_forgotten(tmp_path: Path, agents: list[Agent]) -> Non
     wait_for(a.ready, what="the agent to be ready")
     for rnd in range(3):
         paths = [put_run(root, f"r{rnd}_{i:03d}") for i in range(100)]
-        wait_for(lambda n=rnd: len(events(ev)) == 100 * (n + 1), what=f"round {rnd}")
+        def arrived(n: int = rnd) -> bool:
+            return len(events(ev)) == 100 * (n + 1)
+
+        wait_for(arrived, what=f"round {rnd}")
         wait_for(lambda: a.metric("ringtrace_files_watched") == 100, what="100 files watched")
         for p in paths:
             shutil.rmtree(p.parent.parent)

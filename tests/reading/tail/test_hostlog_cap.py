@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def tailer(root: Path, idle: float = 1.0) -> Tailer:
     return Tailer([str(root)], Thresholds(), idle, log_name="*.log")
 
 
-def finished(events: list[object]) -> list[RunFinished]:
+def finished(events: Sequence[object]) -> list[RunFinished]:
     return [e for e in events if isinstance(e, RunFinished)]
 
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ FILES = [SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope
          SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"]
 
 
-def lines(ev: Path) -> list[dict[str, object]]:
+def lines(ev: Path) -> list[dict[str, Any]]:
     """The newline-terminated lines of ``ev``, each parsed (a line that is not JSON fails the test).
 
     A last line without a newline is being written, or was torn by a kill: it is not counted
@@ -45,7 +46,7 @@ def one_shot(tree: Path) -> Counter[tuple[str, int, int]]:
     ev = tree.parent / "reference.jsonl"
     subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tree), "--once", "--events", str(ev)],
                    check=True, capture_output=True, timeout=120)
-    return Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))  # type: ignore[call-overload]
+    return Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))
                    for e in lines(ev))
 
 
@@ -81,7 +82,7 @@ def test_kills_at_random_points_emit_each_run_once(tmp_path: Path, seed: int) ->
     done = subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tree), "--state-dir", str(state),
                            "--events", str(ev), "--once"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))  # type: ignore[call-overload]
+    got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))
                   for e in lines(ev))
     assert kills >= 2
     assert ev.read_bytes().endswith(b"\n")  # the last pass left no torn tail (it cuts one at its start)
@@ -116,6 +117,6 @@ def test_a_line_torn_by_a_kill_is_cut_and_its_run_written_whole(tmp_path: Path) 
     assert f"{ev}: cut {cut - len(whole)} bytes of a torn last line" in done.stderr
     data = ev.read_bytes()
     assert data.startswith(whole) and data.endswith(b"\n") and data.count(torn) == 1
-    got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))  # type: ignore[call-overload]
+    got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))
                   for e in lines(ev))
     assert got == expected and len(data.splitlines()) == len(FILES)  # each run once, every line JSON

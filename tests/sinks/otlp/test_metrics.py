@@ -8,7 +8,7 @@ from tests._support.samples import FAILED
 
 
 def test_the_sinks_collector_puts_its_counters_on_the_metrics_page() -> None:
-    from prometheus_client import generate_latest
+    from prometheus_client.exposition import generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
     from ringtrace.sinks.prometheus import PrometheusSink

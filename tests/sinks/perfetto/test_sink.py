@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 import pytest
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official
 
 from ringtrace.demo import sim
 from ringtrace.model.records import (
@@ -665,7 +665,7 @@ def test_dir_sink_failures_at_flush_and_close_are_each_counted(tmp_path: Path, b
 
 
 def test_the_fanout_count_is_the_prometheus_sink_errors_metric(tmp_path: Path) -> None:
-    from prometheus_client import generate_latest
+    from prometheus_client.exposition import generate_latest
 
     from ringtrace.sinks.prometheus import PrometheusSink
 

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official  # type: ignore[import-untyped]
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official
 
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
+from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 from ringtrace.sinks.perfetto import _file as trace_file
 from ringtrace.sinks.perfetto import _trace_writer as tw
 
@@ -78,8 +79,8 @@ def test_hand_encoded_tags_match_the_descriptors() -> None:
     ]
     for const, msg, field in expected:
         f = msg.DESCRIPTOR.fields_by_name[field]
-        wire = tw.LEN if f.type in (f.TYPE_MESSAGE, f.TYPE_BYTES, f.TYPE_STRING) else tw.VARINT
-        assert tw.tag(f.number, wire) == const, f"{msg.__name__}.{field}"
+        wire = LEN if f.type in (f.TYPE_MESSAGE, f.TYPE_BYTES, f.TYPE_STRING) else VARINT
+        assert tag(f.number, wire) == const, f"{msg.__name__}.{field}"
     T = ours.TrackEvent
     assert [T.TYPE_SLICE_BEGIN, T.TYPE_SLICE_END, T.TYPE_INSTANT, T.TYPE_COUNTER] == [
         tw.SLICE_BEGIN, tw.SLICE_END, tw.INSTANT, tw.COUNTER]
@@ -88,7 +89,7 @@ def test_hand_encoded_tags_match_the_descriptors() -> None:
 def test_varint() -> None:
     for n in [*range(0, 40000, 7), 2**21 - 1, 2**21, 2**28, 2**35 + 3, 2**63 - 1, 2**64 - 1]:
         msg = official.TrackEvent(track_uuid=n)
-        assert tw.EV_TRACK_UUID + tw.varint(n) == msg.SerializeToString()
+        assert tw.EV_TRACK_UUID + varint(n) == msg.SerializeToString()
     for n in (-1, -300, -(2**63)):
         msg = official.TrackEvent(counter_value=n)
-        assert tw.EV_COUNTER_VALUE + tw.varint(n) == msg.SerializeToString()
+        assert tw.EV_COUNTER_VALUE + varint(n) == msg.SerializeToString()
