@@ -8,5 +8,6 @@
   ``prometheus``, ``otlp`` (the OTLP sink tests' helpers), ``otlp_view``, ``otlp_receiver`` (a real
   OTLP gRPC/HTTP receiver), ``scopes``.
 * ``convert`` — run the ``convert`` command; ``reopen_agent`` — the service with a reopening sink.
+* ``perfetto_ui`` — the real Perfetto UI and its trace processor in headless Chromium.
 * ``ports``, ``require`` (fail in CI, skip on a laptop), ``rss``, ``tmpfs``.
 """
