@@ -10,27 +10,15 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ringtrace.model.records import Problem, RunFinished, RunProgress, RunStarted, SinkEvent
-from ringtrace.reading.oneshot import read_files
+from ringtrace.model.records import Problem, RunProgress, RunStarted, SinkEvent
 from ringtrace.reading.tail.follower import Follower
-from ringtrace.sinks import FanOut
-from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
+from tests._support.events import finished, one_shot
 from tests._support.samples import NESTED, PAGED, SAMPLES
 from tests._support.writer import Writer
 
 RANK0 = SAMPLES / "build_output/nested_l3_20261130_102011/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
-
-
-def one_shot(path: Path) -> RunFinished:
-    sink = SummarySink()
-    assert read_files([path], FanOut([sink]), Thresholds()) == []
-    return sink.finished[0]
-
-
-def finished(events: list[SinkEvent]) -> list[RunFinished]:
-    return [e for e in events if isinstance(e, RunFinished)]
 
 
 def errors(events: list[SinkEvent]) -> list[Problem]:

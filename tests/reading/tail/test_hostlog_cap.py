@@ -9,15 +9,14 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from ringtrace.hostlog.read import read_log
-from ringtrace.model.records import RunFinished
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.stages.diagnose import Thresholds
+from tests._support.events import finished
 from tests._support.samples import SAMPLES
 
 HEAP_LOG = SAMPLES / "failed" / "HeapRingDeadlock" / "host.log"
@@ -71,10 +70,6 @@ def test_the_head_and_the_tails_first_line_are_read_whole(tmp_path: Path) -> Non
 
 def tailer(root: Path, idle: float = 1.0) -> Tailer:
     return Tailer([str(root)], Thresholds(), idle, log_name="*.log")
-
-
-def finished(events: Sequence[object]) -> list[RunFinished]:
-    return [e for e in events if isinstance(e, RunFinished)]
 
 
 def test_a_log_dated_in_the_future_is_decided_on_the_monotonic_clock(tmp_path: Path) -> None:

@@ -17,15 +17,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ringtrace.model.records import RunFinished, SinkEvent
-from ringtrace.reading.oneshot import read_files
+from ringtrace.model.records import SinkEvent
 from ringtrace.reading.tail.follower import SETTLE, Follower
 from ringtrace.reading.tail.tailer import Tailer
-from ringtrace.sinks import FanOut
-from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
 from tests._support.agent import Agent, events, put_run
+from tests._support.events import finished, one_shot
 from tests._support.ports import free_port
 from tests._support.samples import NESTED, PAGED, SMALL
 from tests._support.writer import Writer, wait_for
@@ -170,16 +168,6 @@ def beyond_total(extra: int) -> tuple[bytes, int]:
     meta["total"] -= extra
     head = json.dumps(meta).encode() + b"\n"
     return head + b"".join(lines[1:]), len(head) + sum(len(x) for x in lines[1:1 + meta["total"]])
-
-
-def one_shot(path: Path) -> RunFinished:
-    sink = SummarySink()
-    assert read_files([path], FanOut([sink]), Thresholds()) == []
-    return sink.finished[0]
-
-
-def finished(events: list[SinkEvent]) -> list[RunFinished]:
-    return [e for e in events if isinstance(e, RunFinished)]
 
 
 def test_records_beyond_total_are_one_run_marked_as_summary_marks_it(tmp_path: Path, writer: Writer) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.model.records import RunProgress, RunStarted, SinkEvent
 from ringtrace.reading.tail import state as state_mod
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.stages.diagnose import Thresholds
-from tests._support.events import read_events
+from tests._support.events import finished, read_events
 from tests._support.samples import NESTED
 from tests._support.writer import Writer
 
@@ -30,10 +30,6 @@ def drain(t: Tailer, now: float) -> list[SinkEvent]:
     while (due := t.next_due()) is not None:
         out += due[0].poll(now, WALL)
     return out
-
-
-def finished(events: list[SinkEvent]) -> list[RunFinished]:
-    return [e for e in events if isinstance(e, RunFinished)]
 
 
 def records(events: list[SinkEvent]) -> int:
