@@ -53,7 +53,7 @@ def failure_of(fin: RunFinished) -> str:
         name = log.failure_name or (f"code {code}" if code is not None else "failed")
         return name + (f" ring {log.ring}" if log.ring is not None else "")
     if fin.summary.wedged:
-        cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+        cause = fin.wedge_cause
         known = error_name(cause.code) if cause is not None and cause.code is not None else None
         how = "" if known is None else f" {known}" if cause is not None and cause.confirmed else f" likely {known}"
         return f"wedged{how} ring {fin.summary.wedged[-1].ring}"

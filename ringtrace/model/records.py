@@ -324,6 +324,12 @@ class RunFinished(msgspec.Struct, frozen=True):
     last_line: int = 0  # the line of the run's last record (0: none)
     seen_at: float = 0.0  # as on RunStarted: when the file was first seen (its mtime for one-shot reads)
 
+    @property
+    def wedge_cause(self) -> WedgeCause | None:
+        """The cause diagnosed for the innermost scope left open (the last of :attr:`wedge_causes`), the one
+        every verdict names; None when the run did not wedge."""
+        return self.wedge_causes[-1] if self.wedge_causes else None
+
 
 class RingSizes(msgspec.Struct, frozen=True):
     """The host log's ``Ring buffer sizes:`` line: the capacities the runtime used, per ring."""

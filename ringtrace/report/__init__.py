@@ -128,7 +128,7 @@ def verdict(fin: RunFinished) -> dict[str, str]:
     s = fin.summary
     if s.wedged:
         inner = s.wedged[-1]
-        cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+        cause = fin.wedge_cause
         code = ""
         if cause is not None and cause.code is not None:
             code = (f"; {'confirmed' if cause.confirmed else 'likely'} orch_error_code={cause.code} "

@@ -19,7 +19,7 @@ def verdict(fin: RunFinished) -> str:
     log = fin.host_log
     if s.wedged:
         inner = s.wedged[-1]
-        cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+        cause = fin.wedge_cause
         code = ""
         if cause is not None and cause.code is not None:
             how = "confirmed" if cause.confirmed else "likely"

@@ -121,8 +121,9 @@ class JsonTrace:
         if wedged and fin is not None and opened:
             inner = opened[-1]
             wargs: dict[str, object] = {"depth": inner.depth, "line": inner.line}
-            if fin.wedge_causes and fin.wedge_causes[-1].code is not None:
-                wargs["orch_error_code"] = fin.wedge_causes[-1].code
+            cause = fin.wedge_cause
+            if cause is not None and cause.code is not None:
+                wargs["orch_error_code"] = cause.code
             self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": inner.ring + 1, "ts": at, "name": "WEDGED",
                         "args": wargs})
             # a track of its own, first in the process: the wedged scope from its begin to the end

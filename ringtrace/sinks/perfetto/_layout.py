@@ -132,7 +132,7 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
 def wedge_code_text(fin: RunFinished) -> str:
     """``: orch_error_code=2 HEAP_RING_DEADLOCK (confirmed by the host log)`` for the innermost wedged
     scope, from the run's ``wedge_causes``; "" when no code is known."""
-    cause = fin.wedge_causes[-1] if fin.wedge_causes else None
+    cause = fin.wedge_cause
     if cause is None or cause.code is None:
         return ""
     name = error_name(cause.code)

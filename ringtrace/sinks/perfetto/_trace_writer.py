@@ -418,7 +418,7 @@ class ProtoTrace:
         opened, wedged, at = run.finish(fin)
         if wedged and fin is not None and opened and opened[-1].ring in run.rings:
             inner = opened[-1]
-            code = fin.wedge_causes[-1].code if fin.wedge_causes else None  # likely, or the host log's
+            code = fin.wedge_cause.code if fin.wedge_cause else None  # likely, or the host log's
             extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
             self._instant(run, run.rings[inner.ring], at, "WEDGED", inner.line, inner.depth, extra)
             self._wedge_track(run, fin, inner, at)
