@@ -11,16 +11,17 @@ from rich.console import Console
 from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.cli.common import unreadable as _unreadable
-from ringtrace.cli.overview import glance
 from ringtrace.config import Config
-from ringtrace.report.text import render_run
 
 
 def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
-    else:
+    else:  # the tables' modules (rich.table, the report package) only when tables are printed
+        from ringtrace.cli.overview import glance
+        from ringtrace.report.text import render_run
+
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
         for fin in glance(out, readable, args.details):
             render_run(out, fin)
