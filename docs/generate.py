@@ -41,7 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from ringtrace import config  # noqa: E402
 from ringtrace.cli import HELP, build_parser  # noqa: E402
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source  # noqa: E402
-from ringtrace.model.runtime import ERROR_CODES  # noqa: E402
+from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES  # noqa: E402
 from ringtrace.reading.app import watch_families  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
@@ -263,15 +263,9 @@ def options_table(command: str) -> str:
 def error_codes_table() -> str:
     rows = ["| code | name | what it means | first move | RunConfig field |", "|---|---|---|---|---|"]
     for code, e in ERROR_CODES.items():
-        field = f"`{config_key(e.resource)}`" if e.resource else "-"
+        field = f"`{CONFIG_KEYS[e.resource]}`" if e.resource else "-"
         rows.append(f"| {code} | `{e.name}` | {_cell(e.meaning)} | {_cell(e.move) or '-'} | {field} |")
     return "\n".join(rows)
-
-
-def config_key(resource: str) -> str:
-    from ringtrace.model.runtime import CONFIG_KEYS
-
-    return CONFIG_KEYS[resource]
 
 
 # -- the pages ------------------------------------------------------------------------------------
