@@ -35,7 +35,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     near: float = 0.8
     idle: float = 0.05
     wedge: float = 0.5
-    max_ratio: float = 0.8
+    max_ratio: float | None = None  # check: a limit on a proven need / capacity (None: no limit)
     headroom: float = 0.1  # advise: share added over the need
     resources: tuple[str, ...] = RESOURCES
     format: Literal["table", "json"] = "table"
@@ -165,8 +165,8 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
     for name in ("near", "idle", "wedge"):
         if not 0 < getattr(cfg, name) <= 1:
             raise bad(name, "expected a share of capacity in (0, 1], e.g. 0.8")
-    if not 0 < cfg.max_ratio <= 10:  # high water is an upper bound that can pass 1 (a streaming scope)
-        raise bad("max_ratio", "expected a ratio of capacity in (0, 10], e.g. 0.8 (high water can pass 1)")
+    if cfg.max_ratio is not None and not 0 < cfg.max_ratio <= 1:  # a proven need never passes capacity
+        raise bad("max_ratio", "expected a ratio of capacity in (0, 1], e.g. 0.9")
     for name in SECONDS_FIELDS:
         if not 0 < getattr(cfg, name) <= MAX_SECONDS:
             raise bad(name, f"expected a positive number of seconds, at most {MAX_SECONDS} (a year)")

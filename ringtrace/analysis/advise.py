@@ -3,30 +3,30 @@
 Evidence, combined and never invented (the format doc's "Sizing facts"):
 
 * a run that completed at capacity C proves the need is at most C, for every ring and resource
-  (``upper_bound``: the smallest such C);
+  (``upper_bound``: the smallest such C), in that run's configuration;
 * a run that failed proves the need exceeds C for the one ring and resource its host log names,
   C read from the log itself (the deadlock report's size) or else from the run's metadata; a
   wedged file without a log, for the resource its diagnosis names.  The other resources of that
   run learn nothing.  A dep-pool report names no ring: it is pinned on the one ring it can be
   (the only one in use whose bracket holds C, or the one the advice measured at exactly C);
-* one task's allocation must fit whole, and an allocation as large as the ring fits an empty
-  ring: the need is at least the largest single request (heap bytes, dep-pool entries);
+* the records prove lower bounds (``ringtrace.analysis.need``): what one open scope's tasks held,
+  one task's block, the dep-pool entries of a ring's first 64 tasks.  Occupancy never is a need;
 * codes that sizing cannot fix (program or runtime errors) give no RunConfig.
 
-The bracket ``[lower, upper]`` of each (ring, resource) narrows run by run.  It is final when
-``upper <= lower * (1 + 2 * headroom)`` or no accepted size lies between: then ``recommended`` is
-``max(upper, lower * (1 + headroom))`` rounded to what the runtime accepts (never below a size
-that completed).  Otherwise ``measure_next`` splits it: first the model's estimate plus headroom
-(what open scopes held, blocks freed at scope exit, FIFO: :func:`estimate`), then steps of
-``1 + 2 * headroom`` towards the side that did not fail, galloping (x2, x4) above a proven
-shortfall, and a bisection in log space where the estimate was proven high.  Never below a
-proven lower bound, never above a size that completed.
+The bracket ``[lower, upper]`` of each (ring, resource) narrows run by run.  It is closed when
+``upper`` is at most :data:`CLOSE` (1.25) times the proven need (after rounding to what the runtime
+accepts: a window's next power of two, a whole KiB of heap), or no accepted size lies between; then
+``recommended`` is ``max(upper, lower * (1 + headroom))``.  Otherwise ``measure_next`` is the proven
+need times 1.25: a completion there closes the bracket (and proves every other size of that run at
+once), a failure raises the proven need by a quarter.  An estimate is never a proof, and a completed
+size below a proven need wins over it (the real run wins).  Every probe of a program goes in one run.
+
+The program's answer is ``final`` only when every bracket is closed and some completed run had every
+size at most the final RunConfig's (the resources interact: a proof holds for its configuration).
 
 A program (:func:`program_key`: the ``program`` label, else the run name less its
-``_YYYYmmdd_HHMMSS`` suffix) is one answer over all its ranks (the largest need of any rank, one
-RunConfig for all).  In one measurement run, every probe expected to complete goes together;
-probes expected to fail go one at a time, and dep-pool probes one ring at a time (its report names
-no ring), so that each failure proves something.
+``_YYYYmmdd_HHMMSS`` suffix, else the set of scope sites its files share) is one answer over all its
+ranks (the largest need of any rank, one RunConfig for all).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Literal
 
 import msgspec
 
+from ringtrace.analysis.need import dep_pool_estimate, proven_need
 from ringtrace.model.records import Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary, WedgeCause
 from ringtrace.model.runtime import (
     COMPILE_DEFAULTS,
@@ -57,6 +58,8 @@ from ringtrace.model.runtime import (
 )
 
 DEFAULT_HEADROOM = 0.1
+CLOSE = 1.25
+"""A bracket is closed when a size that completed is at most this many times the proven need."""
 COMPILE_DEFAULT = COMPILE_DEFAULTS  # the names of the previous release
 CONFIG_KEY = CONFIG_KEYS
 __all__ = ["COMPILE_DEFAULT", "CONFIG_KEY", "DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept",
@@ -199,15 +202,6 @@ def _used(p: Peak) -> bool:
     return bool(p.high_water or p.live or p.alloc or p.pinned or p.live_at_exit)
 
 
-def estimate(p: Peak, s: RunSummary) -> int:
-    """The model's need of one (ring, resource): what open scopes held (blocks freed at scope exit, FIFO),
-    plus the free task slot a window needs.  It can be low (a heap block never straddles the ring's end:
-    the real minimum can be a block above it) or high (the runtime freed a block sooner): it only
-    chooses where to measure."""
-    held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
-    return held + 1 if p.resource == "task_window" else held
-
-
 def _full(p: Peak) -> bool:
     """Occupancy reached the usable capacity (N - 1 for a window): the run was tight."""
     return p.capacity is not None and max(p.live, p.live_at_exit) >= usable(p.resource, p.capacity)
@@ -228,17 +222,18 @@ def _basis(s: RunSummary, p: Peak | None) -> Basis:
 class _Bound:
     """The evidence of one unit (a rank of a program) for one (ring, resource)."""
 
-    __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "hi_tight", "known", "lo_need", "lo_src", "lo_why",
-                 "used")
+    __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "known", "lo_need", "lo_src", "lo_why", "proven",
+                 "request", "used")
 
     def __init__(self) -> None:
         self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)
         self.lo_src = self.lo_why = ""
         self.hi: int | None = None  # smallest capacity that completed
         self.hi_src = ""
-        self.hi_tight = False  # a run that completed at ``hi`` had to reclaim (or filled) this resource
-        self.est = 0
+        self.est = 0  # the records' figure (``estimate``): their proof, or for the dep pool the latest count
         self.est_src = ""
+        self.proven = 0  # the most the records alone proved
+        self.request = 0  # the largest request a failure report shows (heap bytes)
         self.failed: list[int] = []  # capacities at which this resource was proven short
         self.used = False
         self.known = False  # some run stated this capacity (0 in the metadata means unknown)
@@ -246,7 +241,6 @@ class _Bound:
     def lower(self, need: int, src: str, why: str) -> None:
         if need > self.lo_need:
             self.lo_need, self.lo_src, self.lo_why = need, src, why
-
 
 
 def _merge(bounds: Iterable[_Bound]) -> _Bound:
@@ -258,13 +252,13 @@ def _merge(bounds: Iterable[_Bound]) -> _Bound:
         out.lower(b.lo_need, b.lo_src, b.lo_why)
         if b.est > out.est:
             out.est, out.est_src = b.est, b.est_src
+        out.proven, out.request = max(out.proven, b.proven), max(out.request, b.request)
         out.failed += b.failed
     out.used = bool(users)
     out.known = any(b.known for b in users)
     if users and all(b.hi is not None for b in users):
         top = max(users, key=lambda b: b.hi or 0)
         out.hi, out.hi_src = top.hi, top.hi_src
-        out.hi_tight = any(b.hi_tight for b in users if b.hi == top.hi)
     return out
 
 
@@ -276,10 +270,8 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
     bounds: dict[Key, _Bound] = {(ring, r): _Bound() for ring in range(RINGS) for r in RESOURCES}
     blocked: list[str] = []
     pending: list[_Shortfall] = []
-    est_tight: dict[Key, int] = {}
     for run in sorted(runs, key=lambda x: x.labels.run):
         s = run.summary
-        dropped = s.meta is not None and s.meta.dropped > 0
         code = _code(run)
         if s.meta is not None:
             for (ring, r), known in bounds.items():
@@ -289,38 +281,22 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
                 continue
             b = bounds[(p.ring, p.resource)]
             b.used = b.used or _used(p)
-            if dropped:  # records are missing: the figures are lower bounds, pairs may be wrong
-                continue
-            if p.request > 0 and p.resource in ("heap", "dep_pool"):
-                b.lower(p.request, run.name, f"one task asked for {fmt(p.resource, p.request)} (it must fit whole)")
-            held = max(p.pinned, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
-            if held and p.resource == "task_window":
-                b.lower(held + 1, run.name, f"its open scopes held {held} tasks at once (a scope's tasks are "
-                                            "released only at scope_end; a window of N holds N - 1)")
-            elif held and p.resource == "dep_pool":
-                b.lower(held, run.name, f"the tasks its open scopes held took {held} entries at once")
-            e = estimate(p, s) if _used(p) else 0
-            tight = p.tail_moved or _full(p)
-            key = (p.ring, p.resource)
-            if e and (code is None or s.wedged) and (tight or key not in est_tight):
-                if tight and key not in est_tight:  # a tight run's figure replaces an oversized one's
-                    b.est = 0
-                if e > b.est:
-                    b.est, b.est_src = e, run.name
-                if tight:
-                    est_tight[key] = e
+            need = proven_need(p, s)
+            if need.value:
+                b.lower(need.value, run.name, need.why)
+                b.proven = max(b.proven, need.value)
+                if need.value > b.est:
+                    b.est, b.est_src = need.value, run.name
+            count = dep_pool_estimate(p, s)
+            if count.value and _completed(s):  # runs in label order: the latest completed run's count, taken
+                b.est, b.est_src = count.value, run.name  # closest to the sizes the answer will have
         if code is None:
             if _completed(s) and s.meta is not None:
                 blocked.clear()  # a later run completed: an earlier program error is not today's
-                peaks = {(p.ring, p.resource): p for p in s.peaks}
                 for (ring, r), b in bounds.items():
                     cap = s.meta.capacity(r, ring)
-                    peak = peaks.get((ring, r))
-                    tight = peak is not None and (peak.tail_moved or _full(peak))
                     if cap is not None and (b.hi is None or cap < b.hi):
-                        b.hi, b.hi_src, b.hi_tight = cap, run.name, tight
-                    elif cap is not None and cap == b.hi:
-                        b.hi_tight = b.hi_tight or tight
+                        b.hi, b.hi_src = cap, run.name
             continue
         short = _shortfall(run, code)
         if short is None:
@@ -349,6 +325,7 @@ def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_S
     b.used = b.known = True
     b.failed.append(short.capacity)
     if short.requested:  # the request that did not fit must fit whole in an empty ring
+        b.request = max(b.request, short.requested)
         b.lower(short.requested, short.src, f"the failing request was {exact(short.resource, short.requested)} "
                                             f"({short.src}'s deadlock report)")
     name = error_name(short.code) or f"code {short.code}"
@@ -402,62 +379,67 @@ class _Plan(msgspec.Struct, frozen=True):
     why: str
 
 
-def _geo(lo: int, hi: int) -> float:
-    return math.sqrt(max(lo, 1) * hi)
+def _closing(r: str, lo: int) -> int:
+    """The largest size whose completion closes a bracket over the proven need ``lo``: :data:`CLOSE` times it,
+    rounded to what the runtime accepts (a window: ``lo`` itself, its granule being coarser); with nothing
+    proven, the runtime's floor."""
+    if not lo:
+        return MIN_ACCEPTED[r]
+    return accept(r, lo) if r == "task_window" else accept(r, lo * CLOSE)
+
+
+def _below(r: str, hi: int) -> int | None:
+    """The smallest accepted size whose failure closes a bracket under ``hi`` (None: none does)."""
+    if r == "task_window":
+        return accept_below(r, hi)
+    p = max(MIN_ACCEPTED[r], math.floor(hi / CLOSE) - 2)
+    while p < hi and _closing(r, p + 1) < hi:
+        p += 1
+    return p if p < hi else None
 
 
 def _plan(r: str, b: _Bound, h: float) -> _Plan:
-    tol = 1 + 2 * h
-    lo_cap = accept(r, b.lo_need) if b.lo_need else MIN_ACCEPTED[r]  # smallest accepted size not proven short
-    lo_txt = f"at least {fmt(r, b.lo_need)} ({b.lo_why})" if b.lo_need else "no shortfall proven yet"
-    # the estimate plus headroom (a window's next power of two is slack enough: no headroom on top)
-    e = accept(r, b.est * (1 if r == "task_window" else 1 + h)) if b.est else None
-    k = sum(1 for c in b.failed if e is None or c >= e - 1)  # shortfalls at or above the estimate
+    """One (ring, resource)'s next step: ``final`` (closed), ``probe_ok`` (a size expected to complete: at
+    :func:`_closing` when the estimate is no higher, else the estimate plus a quarter), ``probe_low`` (a size
+    expected to fail, whose failure closes the bracket), ``grow`` (nothing completed yet)."""
     if not b.known:
         return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
-                                   f"proven about it; the scopes suggest a need of about {fmt(r, b.est)}")
+                                   f"proven about it; the records show about {fmt(r, b.est)}")
+    lo = b.lo_need
+    if b.hi is not None and lo > b.hi:  # a completion below a proven need: the real run wins
+        lo = b.hi
+    lo_txt = f"at least {fmt(r, lo)} ({b.lo_why})" if lo else "no need proven yet"
+    close = _closing(r, lo)
+    est = b.est
+    if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held
+        est = max(est, b.proven + b.request)
+    est_txt = f"; the records show about {fmt(r, est)}" if est > lo else ""
     if b.hi is None:
-        base = max(b.lo_need, MIN_ACCEPTED[r])
-        factor = tol if k <= 1 else 2.0 ** (k - 1)
-        p = accept(r, max(base * factor, e or 0))
-        return _Plan("grow", p, f"no run completed yet; {lo_txt}: measure at {fmt(r, p)}")
+        p = max(close, accept(r, est * CLOSE) if est > close else 0)
+        return _Plan("grow", p, f"no run completed yet; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
     hi = b.hi
     hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"
-    rec = accept(r, max(hi, b.lo_need * (1 + h)))
-    if r == "task_window" and hi <= lo_cap:
-        rec = hi  # closed at the accepted granularity: the headroom would double the window
-    if hi <= lo_cap or hi <= b.lo_need * tol:
+    below = accept_below(r, hi)
+    if hi <= close or below is None or below < accept(r, lo or 1):
+        # headroom over the proven need, and over the completion as far as the bracket allows (near the
+        # smallest size that completes an outcome can vary from run to run: format doc, "Sizing facts")
+        rec = hi if r == "task_window" else max(hi, accept(r, lo * (1 + h)),
+                                                min(accept(r, hi * (1 + h)), _closing(r, lo)))
         how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
-               f"{lo_txt}" if hi <= lo_cap else f"{lo_txt}, within {2 * h:.0%}")
+               f"{lo_txt}" + ("" if hi <= accept(r, lo or 1) else f", within {CLOSE - 1:.0%}"))
         head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
         return _Plan("final", rec, f"{hi_txt}; {how}{head}")
-    if e is not None and hi <= e and b.hi_tight and not b.failed:
-        return _Plan("final", hi, f"{hi_txt} with the allocator reclaiming (a tight run) at the scopes' estimate "
-                                  f"of {fmt(r, b.est)} plus {h:.0%}; {lo_txt}. One run at exactly this size is "
-                                  "evidence, not a guarantee: a failure below it would prove the bracket closed")
-    if e is not None and lo_cap <= e < hi:
-        return _Plan("probe_ok", e, f"{hi_txt}, {lo_txt}; the scopes held about {fmt(r, b.est)}: measure at "
-                                    f"{fmt(r, e)} (the estimate plus {h:.0%})")
-    if e is not None and e < lo_cap:  # the estimate was proven low: step up from the shortfall
-        factor = tol if k <= 1 else 2.0 ** (k - 1)
-        p_raw = min(b.lo_need * factor, _geo(lo_cap, hi))
-        kind: Kind = "probe_ok"
-        why = f"{hi_txt}, {lo_txt}: the estimate was low; measure at"
-    elif e is None or hi < e / tol:  # no estimate, or it was proven high: bisect the bracket
-        p_raw = _geo(lo_cap, hi)
-        kind = "probe_low"
-        why = f"{hi_txt}, {lo_txt}: bisecting, measure at"
-    else:  # completed at about the estimate: one step down, to prove the bracket closed
-        p_raw = max(hi / tol, _geo(lo_cap, hi))
-        kind = "probe_low"
-        why = f"{hi_txt}, {lo_txt}: to prove less does not fit, measure at"
-    p = accept(r, p_raw)
-    if p >= hi:
-        below = accept_below(r, hi)
-        p = below if below is not None else hi
-    if p < lo_cap or p >= hi:
-        return _Plan("final", rec, f"{hi_txt}; {lo_txt}: no accepted size between")
-    return _Plan(kind, p, f"{why} {fmt(r, p)}")
+    if est <= close:
+        return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)} (a completion there "
+                                        "closes the bracket)")
+    if accept(r, est * CLOSE) < hi:
+        p = accept(r, est * CLOSE)
+        return _Plan("probe_ok", p, f"{hi_txt}, {lo_txt}{est_txt}: measure at {fmt(r, p)}")
+    down = _below(r, hi)
+    if down is None or down < accept(r, lo or 1):
+        return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)}")
+    return _Plan("probe_low", down, f"{hi_txt}, {lo_txt}{est_txt}: measure at {fmt(r, down)} (a failure there "
+                                    "closes the bracket)")
 
 
 # -- per file ------------------------------------------------------------------------------------------
@@ -556,6 +538,10 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
         stop = sorted({text for texts in blocked.values() for text in texts})
         notes = _unpinned(units[prog], bounds)
         final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
+        if final and not _proven_by_one_run(units[prog], advice):
+            final = False
+            notes.append("every bracket is closed, but no completed run had every size at or below this RunConfig "
+                         "(the resources interact): run it once to prove it")
         config = () if stop else tuple(_run_config(advice, None))
         sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
         out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
@@ -564,28 +550,47 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
 
 
 def _batch(plans: dict[Key, _Plan], bounds: dict[Key, _Bound]) -> dict[Key, tuple[_Plan, str]]:
-    """The values of one measurement run: every probe expected to complete, else one expected to fail;
-    at most one dep-pool probe (its report names no ring).  Held resources run at their proven size."""
+    """The values of one measurement run: every probe expected to complete together (a completion proves
+    them all; dep-pool probes of one value on two rings one at a time, as a dep-pool report names no ring);
+    else one probe expected to fail (a failure proves one resource).  The others run at a size that
+    completed."""
     out: dict[Key, tuple[_Plan, str]] = {}
     oks = [k for k, p in plans.items() if p.kind in ("probe_ok", "grow")]
     lows = [k for k, p in plans.items() if p.kind == "probe_low"]
     go: set[Key] = set()
-    if oks:
-        dep = [k for k in oks if k[1] == "dep_pool"]
-        go = {k for k in oks if k[1] != "dep_pool"} | set(dep[:1])
-    elif lows:
-        go = {max(lows, key=lambda k: (bounds[k].hi or 0) / max(plans[k].value, 1))}
+    dep_values: set[int] = set()
+    for k in oks or lows[:1]:
+        if k[1] == "dep_pool":
+            if plans[k].value in dep_values:
+                continue
+            dep_values.add(plans[k].value)
+        go.add(k)
     for k, p in plans.items():
         b = bounds[k]
-        if p.kind in ("final", "unknown") or k in go:
+        if p.kind in ("final", "unknown") or k in go or b.hi is None:
             by_need = p.kind == "final" and (b.hi is None or p.value > b.hi)
             driver = (b.lo_src if by_need else b.hi_src) if p.kind == "final" else b.est_src or b.lo_src or b.hi_src
             out[k] = (p, driver)
         else:
-            hold = b.hi if b.hi is not None else p.value
-            out[k] = (_Plan("probe_ok", hold, f"held at {fmt(k[1], hold)} (completed) while other sizes are "
-                                              f"measured one at a time; then: {p.why}"), b.hi_src)
+            out[k] = (_Plan("probe_ok", b.hi, f"held at {fmt(k[1], b.hi)} (completed) while other sizes are "
+                                              f"measured; then: {p.why}"), b.hi_src)
     return out
+
+
+def _proven_by_one_run(units: dict[str, list[RunFacts]], advice: Sequence[Advice]) -> bool:
+    """Some completed run of every rank had every size at most the answer's (so the answer completes: the
+    resources interact, and a proof holds for its own configuration)."""
+    target = {(a.ring, a.resource): a.recommended for a in advice}
+    for runs in units.values():
+        if not any(any(_completed(r.summary) and r.summary.meta is not None and
+                       target.get((p.ring, p.resource)) is not None and p.scopes for p in r.summary.peaks)
+                   for r in runs):
+            continue  # this rank uses none of the answer's resources
+        if not any(_completed(r.summary) and r.summary.meta is not None and _code(r) is None and
+                   all((r.summary.meta.capacity(res, ring) or 0) <= (v or 0) for (ring, res), v in target.items())
+                   for r in runs):
+            return False
+    return True
 
 
 # -- output helpers ------------------------------------------------------------------------------------

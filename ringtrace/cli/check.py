@@ -1,4 +1,5 @@
-"""``ringtrace check``: the CI gate over the same reading as ``summary``."""
+"""``ringtrace check``: the CI gate over the same reading as ``summary``: a run fails when its verdict's
+severity is ``error``, or a limit the user gave (``--max-ratio``, ``--expect``) is crossed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 
 from rich.console import Console
 
+from ringtrace.analysis.need import proven_need
 from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
@@ -15,22 +17,23 @@ from ringtrace.config import Config
 from ringtrace.hostlog import plan as hostlog_cli
 from ringtrace.hostlog.parse import is_log_only
 from ringtrace.model.records import RunFinished
+from ringtrace.model.runtime import fmt_amount
 
 
 def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
-    """Why ``fin`` fails the gate (empty when it passes)."""
-    s = fin.summary
-    out: list[str] = []
-    for p in s.peaks:  # what is held at a scope exit, as summary's findings judge it (README, "One verdict")
-        ratio = p.live_at_exit_ratio
-        if p.scopes and p.resource in cfg.resources and ratio is not None and ratio > cfg.max_ratio:
-            out.append(f"ring {p.ring} {p.resource}: {100 * ratio:.1f}% of capacity still held when scope "
-                       f"{p.live_at_exit_site} exits (limit {100 * cfg.max_ratio:.0f}%)")
-    if s.wedged:
-        w = s.wedged[-1]
-        out.append(f"wedged in {w.site} (depth {w.depth}, ring {w.ring}, line {w.line})")
-    if s.meta is not None and s.meta.fatal:
-        out.append("fatal: true")
+    """Why ``fin`` fails the gate (empty when it passes): its verdict, when its severity is ``error``; a
+    proven need over ``--max-ratio`` of capacity, when the user gave that limit."""
+    out = [fin.verdict.text] if fin.verdict.fails_check else []
+    if cfg.max_ratio is None:
+        return out
+    for p in fin.summary.peaks:
+        if p.resource not in cfg.resources or not p.capacity:
+            continue
+        need = proven_need(p, fin.summary)
+        if need.value and need.value / p.capacity > cfg.max_ratio:
+            out.append(f"ring {p.ring} {p.resource}: a proven need of {fmt_amount(p.resource, need.value)} is "
+                       f"{100 * need.value / p.capacity:.1f}% of capacity (limit {100 * cfg.max_ratio:.0f}%): "
+                       f"{need.why}")
     return out
 
 
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
-    verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.check_reasons(fin, expect) for fin in summary.finished}
+    verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.expect_reasons(fin, expect) for fin in summary.finished}
     glance(out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # then a line each
     for fin in summary.finished:
         reasons = verdicts[id(fin)]

@@ -37,6 +37,7 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
     and ``host_logs`` (``--host-log``); the host logs of the runs' folders are found and used as if given
     (:mod:`ringtrace.hostlog.plan`).  A run known from a host log alone is reported like a file."""
     files, plan = hostlog_cli.plan_for_read(host_logs, paths, find_inputs(paths))
+    alone = {f for f in files if str(f) in paths}  # a file named on its own is that one run
     errors = list(plan.errors)
     summary = SummarySink()
     fanout = FanOut([summary, *sinks])
@@ -46,9 +47,10 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
 
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task("reading", total=total)
-            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), plan.for_file)
+            errors += read_files(files, fanout, cfg.thresholds, lambda n: bar.advance(task, n), plan.for_file,
+                                 alone)
     else:
-        errors += read_files(files, fanout, cfg.thresholds, host_logs=plan.for_file)
+        errors += read_files(files, fanout, cfg.thresholds, host_logs=plan.for_file, alone=alone)
     fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
     fanout.flush(time.monotonic() + FLUSH_SECONDS)
     fanout.close()

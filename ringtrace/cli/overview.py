@@ -13,8 +13,8 @@ from rich.text import Text
 from ringtrace.analysis.advise import (
     fmt,
 )
+from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunAdvice, RunFinished
-from ringtrace.model.runtime import error_name
 
 
 def problem_counts(fin: RunFinished) -> tuple[int, int]:
@@ -45,28 +45,19 @@ def one_phrase(ra: RunAdvice | None) -> str:
     return "sizes fit"
 
 
-def failure_of(fin: RunFinished) -> str:
-    """What stopped the run, in a few words: the host log's code and ring, the wedge diagnosis, or fatal."""
-    log = fin.host_log
-    if log is not None and log.failed:
-        code = log.failure_code
-        name = log.failure_name or (f"code {code}" if code is not None else "failed")
-        return name + (f" ring {log.ring}" if log.ring is not None else "")
-    if fin.summary.wedged:
-        cause = fin.wedge_cause
-        known = error_name(cause.code) if cause is not None and cause.code is not None else None
-        how = "" if known is None else f" {known}" if cause is not None and cause.confirmed else f" likely {known}"
-        return f"wedged{how} ring {fin.summary.wedged[-1].ring}"
-    if fin.summary.meta is not None and fin.summary.meta.fatal:
-        return "fatal"
-    return ""
+def need_of(fin: RunFinished) -> tuple[float, str]:
+    """The largest need the records prove, as a share of capacity, and ``ring R RES N%`` ("-": none)."""
+    best = max(((proven_need(p, fin.summary).value / p.capacity, p) for p in fin.summary.peaks if p.capacity),
+               key=lambda x: x[0], default=None)
+    if best is None or best[0] <= 0:
+        return 0.0, "-"
+    return best[0], f"ring {best[1].ring} {best[1].resource} {100 * best[0]:.0f}%"
 
 
 def problem_order(fin: RunFinished) -> tuple[int, int, float, str]:
     """Problems first: errors, then warnings, then the highest use."""
     errors, warnings = problem_counts(fin)
-    worst = max((p.high_water_ratio or 0.0 for p in fin.summary.peaks if p.scopes), default=0.0)
-    return (-errors, -warnings, -worst, fin.source.name)
+    return (-errors, -warnings, -need_of(fin)[0], fin.source.name)
 
 
 def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
@@ -90,36 +81,52 @@ def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
 
 def render_overview(console: Console, fins: Sequence[RunFinished], advice: Sequence[RunAdvice | None],
                     gate: dict[int, bool] | None = None) -> None:
-    """One row per source, problems first: what stopped it, its worst resource, problems, advice (and
-    ``check``'s PASS/FAIL).  Columns nobody fills are left out; cells wrap, they are never cut."""
+    """One row per source, problems first: its verdict (when it is not simply healthy), the largest need
+    the records prove, problems, advice (and ``check``'s PASS/FAIL).  Columns nobody fills are left out;
+    cells wrap at word boundaries, never inside a word, a name or a number."""
     order = sorted(range(len(fins)), key=lambda i: problem_order(fins[i]))
     names, shared = short_names(fins)
-    failures = [failure_of(f) for f in fins]
-    cols = ["source", *(["check"] if gate is not None else []), *(["failure"] if any(failures) else []),
-            *(["program"] if any(f.source.labels.program for f in fins) else []), "worst", "problems", "advice"]
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
-                  title=f"{len(fins)} sources" + (f" of {shared}" if shared else ""), collapse_padding=True)
-    widest = min(max((len(w) for f in failures for w in f.split()), default=0), 24, console.width // 5)
-    for col in cols:  # an error name stays whole where the terminal allows
-        table.add_column(col, overflow="fold", ratio={"failure": 3, "advice": 3, "source": 3, "worst": 2}.get(col),
-                         no_wrap=col in ("check", "problems"), min_width=widest if col == "failure" else None)
+    verdicts = ["" if f.verdict.kind == "healthy" else f.verdict.short for f in fins]
+    cols = ["source", *(["check"] if gate is not None else []), *(["verdict"] if any(verdicts) else []),
+            *(["program"] if any(f.source.labels.program for f in fins) else []), "proven need", "problems",
+            "advice"]
+    rows: list[dict[str, Text]] = []
     for i in order:
         fin, ra = fins[i], advice[i]
         errors, warnings = problem_counts(fin)
-        worst = max((p for p in fin.summary.peaks if p.scopes and p.high_water_ratio is not None),
-                    key=lambda p: p.high_water_ratio or 0.0, default=None)
         style = "bold red" if errors else "yellow" if warnings else ""
         counts = " ".join(x for x in (f"{errors} err" if errors else "", f"{warnings} warn" if warnings else "")
                           if x) or "-"
-        cells: dict[str, Text | str] = {
-            "source": Text(names[i], style=style),
-            "failure": Text(failures[i], style="bold red"),
-            "program": Text(fin.source.labels.program),
-            "worst": "-" if worst is None or worst.high_water_ratio is None else
-                     f"ring {worst.ring} {worst.resource} {100 * worst.high_water_ratio:.0f}%",
-            "problems": Text(counts, style=style), "advice": Text(one_phrase(ra))}
+        cells = {"source": Text(names[i], style=style),
+                 "verdict": Text(verdicts[i], style="bold red" if fin.verdict.fails_check else "yellow"),
+                 "program": Text(fin.source.labels.program), "proven need": Text(need_of(fin)[1]),
+                 "problems": Text(counts, style=style), "advice": Text(one_phrase(ra))}
         if gate is not None:
             cells["check"] = Text("PASS", style="green") if gate.get(id(fin), True) else Text("FAIL", style="bold red")
+        rows.append(cells)
+    title = f"{len(fins)} sources" + (f" of {shared}" if shared else "")
+    longest = {col: max([len(w) for r in rows for w in r[col].plain.split()] + [len(w) for w in col.split()])
+               for col in cols}
+    if sum(longest.values()) + len(cols) - 1 > console.width:  # too narrow for a table: a block per source
+        console.print(Text(title, style="bold"))
+        for cells in rows:
+            console.print(cells["source"], overflow="ignore", crop=False)
+            line = Text()
+            for col in cols[1:]:
+                if cells[col].plain not in ("", "-"):
+                    line.append_text(cells[col]).append("; ")
+            line.rstrip()
+            for part in (line[:-1] if line.plain.endswith(";") else line).wrap(console, max(20, console.width - 2)):
+                part.rstrip()
+                console.print(Text("  ").append_text(part), soft_wrap=True)
+        console.print()
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
+                  title=title, collapse_padding=True)
+    for col in cols:  # no cell is narrower than its longest word: rich then wraps between words only
+        table.add_column(col, overflow="fold", min_width=longest[col], no_wrap=col in ("check", "problems"),
+                         ratio={"verdict": 3, "advice": 3, "source": 3, "proven need": 2}.get(col))
+    for cells in rows:
         table.add_row(*(cells[c] for c in cols))
     console.print(table)
     console.print()

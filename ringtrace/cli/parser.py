@@ -121,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_details(p)
 
     shared_options(p)
-    p = command(sub, "check", "CI gate: exit 1 when a ring is over --max-ratio, a scope wedged or a run fatal")
+    p = command(sub, "check", "CI gate: exit 1 when a run's verdict is an error (failed, wedged, cut short, a "
+                              "failed test) or a limit given here is crossed")
     _add_paths(p)
-    p.add_argument("--max-ratio", type=float, help="limit on high_water / capacity (default 0.8)")
+    p.add_argument("--max-ratio", type=float, help="limit on a need the records prove, as a share of capacity "
+                                                   "(e.g. 0.9; default: no limit, a need at capacity is a warning)")
     p.add_argument("--resource", action="append", dest="resources", choices=RESOURCES,
                    help="resource to gate on (repeatable; default all)")
     p.add_argument("--expect", action="append", default=[], metavar="RES=SIZE,...",

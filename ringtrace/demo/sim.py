@@ -14,12 +14,15 @@ real files in ``tests/fixtures/samples``:
   so it stays live (and, FIFO, pins everything behind it) until that task is submitted;
 * reclaim is strictly FIFO per ring (the tails follow the oldest live task) and happens only
   when an allocation does not fit (the allocator has to wait);
-* a task window of N holds at most N - 1 live tasks; the dep pool holds ``cap`` entries;
-* the heap is a ring of ``cap`` bytes: a block never straddles its end (an allocation that
-  would is placed at the start, and the bytes skipped at the end count as allocated until
-  that block is reclaimed: the head counter moves past them); a block as large as the free
-  room fits (``used + skipped + request <= cap``: on the real runtime a 64 KiB request
-  completes on a 64 KiB ring);
+* a task window of N holds at most N - 1 live tasks; the dep pool holds ``cap`` entries and, as
+  on the runtime, its tail moves only once 64 more of the ring's tasks have been reclaimed since it
+  last moved (``runtime.DEP_POOL_BATCH``), to the last reclaimed task's mark;
+* the heap is the runtime's allocator (simpler's ``try_bump_heap``): a ring of ``cap`` bytes with
+  a top and a tail offset; a block never straddles the end (it goes to the start when the tail is
+  strictly past it, the skipped end counting as allocated until the tail passes), a wrapped ring
+  never fills exactly (``tail - top > request``), and an empty ring takes a block as large as
+  the ring (on the real runtime a 64 KiB request completes on a 64 KiB ring); the tail is the end
+  of the last reclaimed block;
 * when an allocation does not fit even after reclaiming everything reclaimable, the run
   wedges: recording stops, the open scopes stay open (only their begins are in the file), and
   the metadata says ``"fatal": false`` unless the scenario asks for a fatal.  Like the real
@@ -59,6 +62,7 @@ from typing import Literal
 import msgspec
 
 RINGS = 4
+DEP_POOL_BATCH = 64  # the runtime's PTO2_DEP_POOL_CLEANUP_INTERVAL (ringtrace.model.runtime.DEP_POOL_BATCH)
 MIB = 1 << 20
 ROOT_SITE = "(unknown):0"
 Version = Literal[4, 5, 6]
@@ -178,22 +182,71 @@ class _Carried(_Frame):
 
 
 class _Ring:
-    __slots__ = ("dcap", "dh", "dt", "fifo", "hh", "hsize", "ht", "tcap", "th", "tt")
+    __slots__ = ("awraps", "dcap", "dh", "dmark", "dret", "dt", "fifo", "hsize", "rwraps", "tail", "tcap", "th",
+                 "top", "tt")
 
     def __init__(self, tw: int, heap: int, dep: int) -> None:
         self.tcap, self.hsize, self.dcap = tw - 1, heap, dep  # usable room (see module docstring)
-        self.tt = self.th = self.ht = self.hh = 0
+        self.tt = self.th = 0
+        self.top = self.tail = 0  # heap offsets (the runtime's heap_top_/heap_tail_)
+        self.awraps = self.rwraps = 0  # times the top / the tail wrapped (the collector unrolls them)
         self.dt = self.dh = 1  # dep-pool entry 0 is reserved
-        self.fifo: deque[tuple[_Frame, int, int]] = deque()  # live tasks (frame, heap footprint, deps), oldest
+        self.dmark = 1  # the dep-pool head after the last reclaimed task (where the tail moves to)
+        self.dret = 0  # tasks reclaimed when the dep-pool tail last moved
+        self.fifo: deque[tuple[_Frame, int, int]] = deque()  # live tasks (frame, block end offset, dep mark)
 
-    def skip(self, nbytes: int) -> int:
-        """Bytes skipped at the ring's end before a block of ``nbytes`` (it may not straddle the end)."""
-        off = self.hh % self.hsize
-        return self.hsize - off if off + nbytes > self.hsize else 0
+    @property
+    def hh(self) -> int:
+        """The heap head as the collector writes it (monotonic)."""
+        return self.awraps * self.hsize + self.top
+
+    @property
+    def ht(self) -> int:
+        return self.rwraps * self.hsize + self.tail
+
+    def place(self, nbytes: int) -> int | None:
+        """Where a block of ``nbytes`` goes now (its start offset), or None: simpler's try_bump_heap."""
+        top, tail, size = self.top, self.tail, self.hsize
+        if top >= tail:
+            if size - top >= nbytes:
+                return top
+            if tail > nbytes or (top == tail and nbytes <= size):
+                return 0
+            return None
+        return top if tail - top > nbytes else None
 
     def fits(self, nbytes: int, ndeps: int) -> bool:
-        return (self.th + 1 - self.tt <= self.tcap and self.hh + self.skip(nbytes) + nbytes - self.ht <= self.hsize
+        return (self.th + 1 - self.tt <= self.tcap and (nbytes == 0 or self.place(nbytes) is not None)
                 and self.dh + ndeps - self.dt <= self.dcap)
+
+    def bump(self, nbytes: int) -> int:
+        """Allocate a block that fits (:meth:`place`); its end offset (a block of 0 bytes ends at the top)."""
+        top, tail, size = self.top, self.tail, self.hsize
+        if nbytes == 0:
+            return top
+        if top >= tail and size - top < nbytes:  # to the start: a wrap, or an empty ring rebased to 0
+            self.awraps += 1
+            if not tail > nbytes:
+                self.tail = 0
+                self.rwraps += 1
+            self.top = nbytes
+        else:
+            self.top = top + nbytes
+        return self.top
+
+    def retire(self, end: int, mark: int) -> None:
+        """The oldest live task was reclaimed: the heap tail follows its block's end."""
+        self.tt += 1
+        if end < self.tail:
+            self.rwraps += 1
+        self.tail = end
+        self.dmark = mark
+
+    def reclaim_deps(self) -> None:
+        """The dep pool has to wait (simpler's PTO2DepListPool::reclaim): its tail moves to the last reclaimed
+        task's mark once 64 tasks retired since it last moved."""
+        if self.tt >= self.dret + DEP_POOL_BATCH:
+            self.dt, self.dret = max(self.dt, self.dmark), self.tt
 
 
 class _Engine:
@@ -264,6 +317,8 @@ class _Engine:
             ndeps = d0 + int(rand() * dspan)
             if not ring.fits(nbytes, ndeps):
                 self._reclaim(ring)  # the allocator has to wait: reclaim what is reclaimable, oldest first
+                if ring.dh + ndeps - ring.dt > ring.dcap:
+                    ring.reclaim_deps()
                 if not ring.fits(nbytes, ndeps):
                     self.failure = (rn, depth, *self._why(ring, frame, nbytes, ndeps))
                     own = sum(1 for f, _, _ in fifo if f is frame)
@@ -273,32 +328,29 @@ class _Engine:
             if self.tensors >= self.scn.tensormap_max:
                 self.failure = (rn, depth, "tensormap", 11)
                 return False
-            footprint = ring.skip(nbytes) + nbytes
+            end = ring.bump(nbytes)
+            ring.dh += ndeps
             if carried is not None and i == 0:
-                fifo.append((carried, footprint, ndeps))
+                fifo.append((carried, end, ring.dh))
                 if self.carried is not None:
                     self.carried.consume()
                 self.carried = carried
             else:
-                fifo.append((frame, footprint, ndeps))
+                fifo.append((frame, end, ring.dh))
             ring.th += 1
-            ring.hh += footprint
-            ring.dh += ndeps
             self.tensors += 1
         return True
 
     def _reclaim(self, ring: _Ring) -> None:
         fifo = ring.fifo
         while fifo and fifo[0][0].closed:
-            _, nbytes, ndeps = fifo.popleft()
-            ring.tt += 1
-            ring.ht += nbytes
-            ring.dt += ndeps
+            _, end, mark = fifo.popleft()
+            ring.retire(end, mark)
             self.tensors -= 1
 
     @staticmethod
     def _why(ring: _Ring, frame: _Frame, nbytes: int, ndeps: int) -> tuple[Resource, int]:
-        if ring.hh + ring.skip(nbytes) + nbytes - ring.ht > ring.hsize:
+        if nbytes and ring.place(nbytes) is None:
             return "heap", 2
         if ring.dh + ndeps - ring.dt > ring.dcap:
             return "dep_pool", 4

@@ -33,27 +33,19 @@ returns one :class:`HostLog` per rank seen, plus one for the untagged lines when
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
 
 import msgspec
 
-from ringtrace.analysis.advise import advise
 from ringtrace.model.records import (
     Deadlock,
     HostLog,
-    Labels,
     Problem,
     RingSizes,
     RunFinished,
-    RunStarted,
-    RunSummary,
     Severity,
-    Source,
-    TensormapPeak,
 )
 from ringtrace.model.runtime import error_name
-from ringtrace.sources.paths import labels_for
-from ringtrace.stages.diagnose import Thresholds, diagnose
+from ringtrace.stages.run import log_only_run as log_only_run  # the one place that makes a log-only run
 
 MAX_LINE = 64 << 10
 """Longer lines are cut to this many bytes before matching (a log line worth reading is short)."""
@@ -495,23 +487,6 @@ def parse_host_log(path: str, data: bytes) -> tuple[HostLog, ...]:
     p = HostLogParser(path)
     p.feed(data)
     return p.finish()
-
-
-def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = ""
-                 ) -> tuple[RunStarted, RunFinished]:
-    """A run known from its host log alone (no scope_stats file): ``source.path`` is "", no records,
-    and the findings :func:`ringtrace.stages.diagnose.diagnose` gives the log (``failed`` when it reports one).
-    Labels are read off the log's path (its folder is the run), rank and dispatch from its lines."""
-    lab = labels_for(PurePath(log.path))
-    rank = str(log.rank) if log.rank is not None else lab.rank
-    dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
-    summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
-    source = Source("", Labels(lab.run, rank, dispatch))
-    headroom = thresholds.headroom if thresholds is not None else Thresholds().headroom
-    advice = advise(summary, headroom, labels=source.labels, host_log=log)  # what the log alone proves
-    return (RunStarted(source, None),
-            RunFinished(source, summary, diagnose(summary, thresholds, (), log), "eof", (), host_log=log,
-                        advice=advice, key=key))
 
 
 def is_log_only(fin: RunFinished) -> bool:

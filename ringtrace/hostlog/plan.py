@@ -49,7 +49,7 @@ from ringtrace.hostlog.read import MAX_LOG_BYTES, read_log
 from ringtrace.model.records import RESOURCES, HostLog, Meta, RunFinished, SinkEvent, utf8
 from ringtrace.sources.paths import DIR_NAME, HOST_LOG_NAME, LOG_SUFFIX, Inputs
 from ringtrace.stages.decode import Decoder
-from ringtrace.stages.diagnose import Thresholds, describe_log, fmt_amount
+from ringtrace.stages.diagnose import Thresholds, fmt_amount
 
 COMPILE_DEFAULTS = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
 """The a2a3 compile defaults a ``0`` in ``--expect`` stands for (the guide's §1 table)."""
@@ -392,24 +392,12 @@ def _amount(resource: str, n: int) -> str:
     return f"{fmt_amount(resource, n)} ({n})" if resource == "heap" and n >= 1024 else str(n)
 
 
-def check_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:
-    """Why ``fin`` fails the gate on host-log grounds: a failure the log reports, and ``--expect`` sizes
-    that differ from the metadata's or the log's ``Ring buffer sizes`` (each ring named, both values).
-
-    A log that reports a failure (:attr:`HostLog.failed`: a nonzero code in either field, known or not, a
-    ``Fatal error (code=N)``, a deadlock report, a nonzero runtime_status) always gives a reason, whatever
-    the findings say: a failed run never passes.  ``Ring buffer sizes`` is never required: ``--expect``
-    compares with the metadata alone when the log has no such line."""
+def expect_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:
+    """``check --expect``: the sizes that differ from the metadata's or the log's ``Ring buffer sizes`` (each
+    ring named, both values).  ``Ring buffer sizes`` is never required: ``--expect`` compares with the
+    metadata alone when the log has no such line."""
     out: list[str] = []
     log = fin.host_log
-    for f in fin.findings:
-        if f.rule == "failed":
-            out.append(f.message)
-        elif f.rule == "wedged" and f.confirmed is not None and log is not None:
-            out.append(("host log: " if f.confirmed else "host log, disagreeing with the records: ")
-                       + describe_log(log))
-    if log is not None and log.failed and not out:
-        out.append(f"host log: {describe_log(log)}")
     if not expect:
         return out
     meta = fin.summary.meta

@@ -139,10 +139,11 @@ class Peak(msgspec.Struct, frozen=True):
     alloc_site: str
     live: int  # head - tail at the ring's latest boundary record
     scopes: int  # paired scopes on this ring (0: figures other than ``live`` are not meaningful)
-    pinned: int = 0  # most held by open scopes' blocks (freed at scope exit, FIFO): the model's need (see pair)
+    pinned: int = 0  # most held at once by open scopes' own tasks (freed only at scope exit): proven (see pair)
     open_pinned: int = 0  # what the scopes still open held at the ring's latest record (a wedge's backlog)
     request: int = 0  # largest single task's allocation seen (a hard lower bound on the need); 0: unknown
     tail_moved: bool = False  # the ring's tail moved: the allocator had to wait (the run was tight)
+    batch: int = 0  # dep pool: entries live when the scope owning the ring's 64th task closed (see pair)
 
     @property
     def high_water_ratio(self) -> float | None:
@@ -207,6 +208,13 @@ class RunSummary(msgspec.Struct, frozen=True):
         """All records the device attempted, less the dropped ones, were read."""
         m = self.meta
         return m is not None and m.total is not None and self.records == m.total - m.dropped
+
+    @property
+    def missing(self) -> int:
+        """Records the metadata promises (``total - dropped``) that were not read: > 0 for a cut file (or one
+        still being written); 0 when the metadata has no total."""
+        m = self.meta
+        return max(0, m.total - m.dropped - self.records) if m is not None and m.total is not None else 0
 
 
 def empty_summary(meta: Meta | None) -> RunSummary:
@@ -309,6 +317,49 @@ class WedgeCause(msgspec.Struct, frozen=True):
     confirmed: bool | None = None
 
 
+VerdictKind = Literal["failed", "wedged", "cut_short", "test_failed", "no_headroom", "near_capacity", "healthy",
+                      "unknown"]
+VerdictSeverity = Literal["ok", "info", "warning", "error"]
+VERDICT_KINDS: tuple[VerdictKind, ...] = ("failed", "wedged", "cut_short", "test_failed", "no_headroom",
+                                          "near_capacity", "healthy", "unknown")
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    """The one verdict on a run, made once (``ringtrace.stages.verdict``) from what its records and host log
+    prove, and rendered by every surface (summary, check, watch's log line, events, /metrics, the report,
+    the overview, OTLP, Perfetto).  ``text`` is one line; ``ring``, ``resource``, ``site``, ``code`` are what
+    it rests on (None where it rests on nothing of the kind); ``line`` the evidence's line in its file (a
+    wedge's open begin, the host log's failure line; 0: none).  ``check`` fails a run whose severity is
+    ``error``."""
+
+    kind: VerdictKind
+    severity: VerdictSeverity
+    text: str
+    ring: int | None = None
+    resource: str | None = None
+    site: str | None = None
+    code: int | None = None
+    code_name: str | None = None
+    line: int = 0
+
+    @property
+    def fails_check(self) -> bool:
+        return self.severity == "error"
+
+    @property
+    def short(self) -> str:
+        """A few words for a table cell: ``wedged prefill_fwd.cpp:41, ring 1, HEAP_RING_DEADLOCK``."""
+        parts = [self.kind.replace("_", " ") + (f" {self.site}" if self.site else "")]
+        if self.ring is not None:
+            parts.append(f"ring {self.ring}" + (f" {self.resource}" if self.resource else ""))
+        if self.code_name or self.code is not None:
+            parts.append(self.code_name or f"code {self.code}")
+        return ", ".join(parts)
+
+
+NOT_ASSESSED = Verdict("unknown", "info", "not assessed")
+
+
 class RunFinished(msgspec.Struct, frozen=True):
     """A run ended; ``summary.wedged`` lists the scopes that never closed."""
 
@@ -323,6 +374,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     wedge_causes: tuple[WedgeCause, ...] = ()  # one per ``summary.wedged`` scope, outermost first
     last_line: int = 0  # the line of the run's last record (0: none)
     seen_at: float = 0.0  # as on RunStarted: when the file was first seen (its mtime for one-shot reads)
+    verdict: Verdict = NOT_ASSESSED  # the one verdict (``ringtrace.stages.verdict``)
 
     @property
     def wedge_cause(self) -> WedgeCause | None:
@@ -479,12 +531,33 @@ class HostLog(msgspec.Struct, frozen=True):
         return self.latched_name or runtime.error_name(self.failure_code)
 
     @property
-    def failed(self) -> bool:
-        """The log reports a failure: a nonzero code (either field, any number), a nonzero
-        ``runtime_status``, a FATAL line, a deadlock report, or a failed run status."""
+    def runtime_failed(self) -> bool:
+        """The runtime itself reports a failure: a nonzero code (either field, any number), a nonzero
+        ``runtime_status``, a FATAL line or a deadlock report."""
         return bool(self.orch_error_code or self.sched_error_code or self.runtime_status or self.fatal_code
-                    or self.fatal_lines or self.deadlock
-                    or any("error" in s.lower() or "fail" in s.lower() for s in self.run_status))
+                    or self.fatal_lines or self.deadlock)
+
+    @property
+    def test_failure(self) -> str | None:
+        """Why the scene test failed on numbers (``<Class>::<case> FAILED: Golden mismatch on 'out' ...``) in a
+        run the runtime completed: its sizes sufficed; None when the log says no such thing, or the runtime
+        itself failed (format doc, "A test that failed on numbers still ran to the end")."""
+        if self.runtime_failed:
+            return None
+        for status in self.run_status:
+            _, sep, why = status.partition(" FAILED: ")
+            if sep and "mismatch" in why.lower():
+                return why
+        return None
+
+    @property
+    def failed(self) -> bool:
+        """The run failed: :attr:`runtime_failed`, or a failed run status other than a test that failed on
+        numbers (:attr:`test_failure`)."""
+        if self.runtime_failed:
+            return True
+        return self.test_failure is None and any("error" in s.lower() or "fail" in s.lower()
+                                                 for s in self.run_status)
 
     @property
     def ring(self) -> int | None:

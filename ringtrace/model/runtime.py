@@ -24,6 +24,12 @@ CONFIG_KEYS: dict[str, str] = {"task_window": "ring_task_window", "heap": "ring_
 
 KIB = 1024
 
+DEP_POOL_BATCH = 64
+"""The runtime reclaims a ring's dep pool only once this many of the ring's tasks have retired since
+the last reclaim (``PTO2_DEP_POOL_CLEANUP_INTERVAL`` in simpler's ``pto_runtime2_types.h``), and only
+when an allocation has to wait: nothing is reclaimed before the scope owning the ring's 64th task
+closes, so the entries live then are a need the records prove (on a ring with fewer tasks, all of them)."""
+
 
 class ErrorCode(NamedTuple):
     """One code of the runtime's error enum: its name, what it means, the first move (guide §6)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -47,11 +47,12 @@ def open_input(path: Path) -> Iterator[Readable]:
 
 def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
                progress: Callable[[int], None] | None = None,
-               host_logs: Mapping[Path, HostLog] | None = None) -> list[str]:
+               host_logs: Mapping[Path, HostLog] | None = None, alone: Set[Path] = frozenset()) -> list[str]:
     """Feed every file to ``sinks``; returns error messages for files that could not be opened/read.
 
     ``progress`` is called with the number of bytes read after each chunk; ``host_logs`` gives a
-    file's matched host log (``ringtrace.hostlog.match``) to its run's diagnosis.
+    file's matched host log (``ringtrace.hostlog.match``) to its run's diagnosis; a file in ``alone`` was
+    named on its own and is read as that one run (``Run``'s ``alone``).
     """
     errors: list[str] = []
     for path in files:
@@ -60,7 +61,7 @@ def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
         except OSError:
             seen_at = 0.0
         run = Run(Source(str(path), source_labels(path)), thresholds, seen_at,
-                  host_log=host_logs.get(path) if host_logs else None)
+                  host_log=host_logs.get(path) if host_logs else None, alone=path in alone)
         try:
             with open_input(path) as fh:
                 while chunk := fh.read(CHUNK):

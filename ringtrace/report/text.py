@@ -1,4 +1,4 @@
-"""The text report: one finished run as a header, a per-ring table, wedged scopes and findings.
+"""The text report: one finished run as a header, its verdict, a per-ring table, wedged scopes and findings.
 
 Called by ``summary`` (table format) and ``demo`` after the sinks close; it writes to the
 console it is given and never reads files.
@@ -12,6 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunFinished
 from ringtrace.stages.diagnose import describe_log, fmt_amount
 
@@ -37,6 +38,11 @@ def render_run(console: Console, fin: RunFinished) -> None:
         head += (f"\n  scopes {s.scopes}  max depth {s.max_depth}  unmatched begins {s.unmatched_begins}  "
                  f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
     console.print(head)
+    v = fin.verdict
+    verdict = Text("  verdict ", style="bold")
+    verdict.append(v.severity, style=_STYLE.get(v.severity, "green"))
+    verdict.append(f" {v.kind}: {v.text}")
+    console.print(verdict, soft_wrap=False, highlight=False)
     if log is not None:  # sentences: wrapped at the console's width
         said = describe_log(log) if log.failed else "no failure reported"
         _sentence(console, Text(f"host log {log.path}: {said}"))
@@ -45,21 +51,24 @@ def render_run(console: Console, fin: RunFinished) -> None:
             _sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
                                     f"dep_pool={list(rs.dep_pool)}"))
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("ring", "resource", "capacity", "high water", "use", "live at exit", "largest alloc", "peak site"):
+    for col in ("ring", "resource", "capacity", "proven need", "need", "high water", "live at exit", "largest alloc",
+                "peak site"):
         table.add_column(col, justify="left" if col in ("resource", "peak site") else "right",
                          overflow="fold")  # a narrow terminal wraps a site, never cuts its line number
     for p in s.peaks:
         if not p.scopes:
             continue
-        ratio = p.high_water_ratio
-        use = "n/a" if ratio is None else f"{100 * ratio:.1f}%"
+        need = proven_need(p, s).value
+        ratio = need / p.capacity if need and p.capacity else None
+        use = "-" if ratio is None else f"{100 * ratio:.1f}%"
         style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
         table.add_row(str(p.ring), p.resource, "?" if p.capacity is None else fmt_amount(p.resource, p.capacity),
-                      fmt_amount(p.resource, p.high_water), f"[{style}]{use}[/]" if style else use,
-                      fmt_amount(p.resource, p.live_at_exit), fmt_amount(p.resource, p.alloc), Text(p.high_water_site))
+                      fmt_amount(p.resource, need) if need else "-", f"[{style}]{use}[/]" if style else use,
+                      fmt_amount(p.resource, p.high_water), fmt_amount(p.resource, p.live_at_exit),
+                      fmt_amount(p.resource, p.alloc), Text(p.high_water_site))
     tm = s.tensormap
-    table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), str(tm.peak),
-                  "n/a" if not tm.capacity else f"{100 * tm.peak / tm.capacity:.1f}%", "", "", Text(tm.peak_site))
+    table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), "", "", str(tm.peak), "", "",
+                  Text(tm.peak_site))
     if records:
         console.print(table)
     if s.wedged:

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 
 from ringtrace.analysis.advise import advice_json
-from ringtrace.model.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent
+from ringtrace.analysis.need import proven_need
+from ringtrace.model.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent, Verdict
 
 
 def _ratio(x: float | None) -> float | None:
@@ -28,6 +29,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
     meta = s.meta
     return {
         "path": src.display_path or None,  # None: a run known from its host log alone
+        "verdict": verdict_object(fin.verdict),
         "labels": {"run": src.labels.run, "rank": src.labels.rank, "dispatch": src.labels.dispatch,
                    "program": src.labels.program},
         "version": meta.version if meta else None,
@@ -45,8 +47,9 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
             {"ring": p.ring, "resource": p.resource, "capacity": p.capacity, "high_water": p.high_water,
              "high_water_site": p.high_water_site, "high_water_ratio": _ratio(p.high_water_ratio),
              "live_at_exit": p.live_at_exit, "alloc": p.alloc, "alloc_ratio": _ratio(p.alloc_ratio),
-             "scopes": p.scopes}
-            for p in s.peaks if p.scopes
+             "proven_need": need.value or None, "need_ratio": _ratio(need.value / p.capacity)
+             if need.value and p.capacity else None, "scopes": p.scopes}
+            for p in s.peaks if p.scopes for need in (proven_need(p, s),)
         ],
         "tensormap": {"capacity": s.tensormap.capacity, "peak": s.tensormap.peak, "peak_site": s.tensormap.peak_site},
         "wedged": [{"site": w.site, "depth": w.depth, "ring": w.ring, "line": w.line} for w in s.wedged],
@@ -58,6 +61,12 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
     }
 
 
+def verdict_object(v: Verdict) -> dict[str, Any]:
+    """The ``verdict`` member of a file object: the one verdict (``ringtrace.stages.verdict``)."""
+    return {"kind": v.kind, "severity": v.severity, "text": v.text, "ring": v.ring, "resource": v.resource,
+            "site": v.site, "code": v.code, "code_name": v.code_name, "line": v.line or None}
+
+
 def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
     """The ``host_log`` member of a file object (README "Host logs"); None where the log does not say."""
     if log is None:
@@ -65,7 +74,7 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
     sizes = log.ring_sizes
     d = log.deadlock
     return {
-        "path": log.path, "rank": log.rank, "failed": log.failed,
+        "path": log.path, "rank": log.rank, "failed": log.failed, "test_failure": log.test_failure,
         "orch_error_code": log.orch_error_code, "code_source": log.code_source, "error_name": log.error_name,
         "sched_error_code": log.sched_error_code, "sched_error_name": log.sched_error_name,
         "sched_sub_class": log.sched_sub_class, "runtime_status": log.runtime_status,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import msgspec
 
+from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import (
     RESOURCES,
     Deadlock,
@@ -21,11 +23,13 @@ from ringtrace.model.records import (
     OpenScope,
     Peak,
     RunSummary,
+    Severity,
     Usage,
     WedgeCause,
 )
 from ringtrace.model.runtime import ERROR_CODES, error_name
 from ringtrace.model.runtime import fmt_amount as fmt_amount
+from ringtrace.stages.findings import BY_NAME
 
 ORCH_ERRORS: Mapping[int, tuple[str, str]] = MappingProxyType(
     {code: (e.name, e.move) for code, e in ERROR_CODES.items() if code})
@@ -53,140 +57,130 @@ def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{100 * ratio:.0f}%"
 
 
+def _finding(rule: str, message: str, ring: int | None = None, resource: str | None = None,
+             site: str | None = None, severity: Severity | None = None, **kw: Any) -> Finding:
+    """A finding of a catalogued rule (:data:`ringtrace.stages.findings.RULES`), at its severity unless given."""
+    return Finding(rule, severity or BY_NAME[rule].severity, message, ring, resource, site, **kw)
+
+
 def diagnose(s: RunSummary, th: Thresholds | None = None,
-             open_usage: Sequence[tuple[Usage | None, ...]] = (), host_log: HostLog | None = None
-             ) -> tuple[Finding, ...]:
-    """All findings for ``s``, most severe first.
+             open_usage: Sequence[tuple[Usage | None, ...]] = (), host_log: HostLog | None = None,
+             ended: str = "") -> tuple[Finding, ...]:
+    """All findings for ``s``, most severe first (the rules: :mod:`ringtrace.stages.findings`).
 
     ``open_usage`` (from :meth:`Pairer.open_usage`, aligned with ``s.wedged``) lets the wedge rule
     see what the wedged scopes allocated themselves; without it SCOPE_DEADLOCK is told from
     FLOW_CONTROL_DEADLOCK by the number of open scopes on the ring only.
 
     ``host_log``, the run's host log: its code confirms (or contradicts) the wedge's likely code;
-    a failure it reports with no wedge in the records (or with no records at all) is ``failed``;
-    ring sizes that differ from the metadata's are ``ring_sizes_mismatch``.
+    a failure it reports with no wedge in the records (or with no records at all) is ``failed``; a
+    test that failed on numbers is ``test_failed``.  ``ended``: ``deleted`` or ``rewritten`` when the file
+    went away under the reader (then a file that is not complete is ``cut_short``, as one with fewer
+    records than its metadata's total is).
     """
     th = th or Thresholds()
     out: list[Finding] = []
-    if s.wedged:
+    meta = s.meta
+    if s.missing or (ended in ("deleted", "rewritten") and not s.complete):
+        out.append(_cut_short(s, ended))
+    elif s.wedged:
         inner_usage = open_usage[-1] if len(open_usage) == len(s.wedged) else None
         out.append(_wedged(s, s.wedged, th, inner_usage, host_log))
-    elif host_log is not None and host_log.failed:
+    if host_log is not None and host_log.failed and not s.wedged:
         out.append(_failed(s, host_log))
-    meta = s.meta
+    if host_log is not None and host_log.test_failure is not None:
+        out.append(_finding("test_failed", f"the run completed but its test failed on numbers: "
+                                           f"{host_log.test_failure} ({host_log.path}): its sizes sufficed, not a "
+                                           "ring problem"))
     if host_log is not None and meta is not None:
         out.extend(_sizes_mismatch(meta, host_log))
     if meta is not None and meta.fatal:
-        out.append(Finding("fatal", "error",
-                           "a fatal was latched mid-run (\"fatal\": true): records after it are diagnostic only"))
+        out.append(_finding("fatal", "a fatal was latched mid-run (\"fatal\": true): records after it are "
+                                     "diagnostic only"))
     if meta is not None and meta.dropped > 0:
-        out.append(Finding("dropped", "warning",
-                           f"{meta.dropped} records were dropped by the collector (back-pressure): peaks are "
-                           "lower bounds; re-run with less concurrency before trusting them"))
-    if meta is not None and meta.total is not None and not s.complete and not s.wedged:
-        out.append(Finding("incomplete", "warning",
-                           f"read {s.records} records but the metadata promises {meta.total - meta.dropped} "
-                           f"(total {meta.total} - dropped {meta.dropped}): the file is cut or still being written"))
+        out.append(_finding("dropped", f"{meta.dropped} records were dropped by the collector (back-pressure): "
+                                       "peaks are lower bounds; re-run with less concurrency before trusting them"))
     if s.parse_errors:
-        out.append(Finding("parse_errors", "warning",
-                           f"{s.parse_errors} lines could not be read; figures cover the rest"))
+        out.append(_finding("parse_errors", f"{s.parse_errors} lines could not be read; figures cover the rest"))
     if (s.unmatched_begins or s.unmatched_ends) and (meta is None or meta.dropped == 0):
-        out.append(Finding("unmatched", "warning",
-                           f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair although "
-                           "nothing was reported dropped"))
+        out.append(_finding("unmatched", f"{s.unmatched_begins} begins and {s.unmatched_ends} ends did not pair "
+                                         "although nothing was reported dropped"))
     out.extend(_depth_cap(s))
-    out.extend(_capacity(s, th))
+    out.extend(_needs(s, th))
     tm = s.tensormap
     if tm.capacity and tm.peak >= th.near * tm.capacity:
-        out.append(Finding(
-            "near_capacity", "error" if tm.peak >= tm.capacity else "warning",
-            f"tensormap peaked at {tm.peak} of {tm.capacity} entries ({_pct(tm.peak / tm.capacity)}) at "
-            f"{tm.peak_site}; when it fills the run fails with orch_error_code=11 TENSORMAP_OVERFLOW",
-            None, "tensormap", tm.peak_site))
+        out.append(_finding(
+            "near_capacity", f"tensormap peaked at {tm.peak} of {tm.capacity} entries "
+                             f"({_pct(tm.peak / tm.capacity)}) at {tm.peak_site}; when it fills the run fails with "
+                             "orch_error_code=11 TENSORMAP_OVERFLOW", None, "tensormap", tm.peak_site))
     out.extend(_collapse(s, th))
     if s.max_depth > 3:
-        ring3 = [p for p in s.peaks if p.ring == 3 and p.scopes and (p.high_water_ratio or 0) >= th.near]
+        ring3 = [(p, n) for p in s.peaks if p.ring == 3 and p.capacity
+                 for n in (proven_need(p, s).value,) if n >= th.near * p.capacity]
         text = (f"scopes nest {s.max_depth} deep; ring 3 is a clamp, so depths 3..{s.max_depth} all share ring 3 "
                 "and nesting past depth 3 only concentrates pressure there")
-        worst = max(ring3, key=lambda q: q.high_water_ratio or 0.0) if ring3 else None
+        worst = max(ring3, key=lambda q: q[1] / (q[0].capacity or 1))[0] if ring3 else None
         if worst is not None:
-            text += (f": ring 3 {worst.resource} reached {_pct(worst.high_water_ratio)} of capacity at "
-                     f"{worst.high_water_site}; move the inner scopes' work to rings 1-2 or raise ring 3's capacity")
-        out.append(Finding("deep_nesting", "warning" if worst else "info", text, ring=3,
-                           resource=worst.resource if worst else None, site=worst.high_water_site if worst else None))
+            text += (f": ring 3's {worst.resource} need is near its capacity; move the inner scopes' work to rings "
+                     "1-2 or raise ring 3's capacity")
+        out.append(_finding("deep_nesting", text, 3, worst.resource if worst else None,
+                            severity="warning" if worst else "info"))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda f: order[f.severity]))
 
 
-def _capacity(s: RunSummary, th: Thresholds) -> list[Finding]:
+def _cut_short(s: RunSummary, ended: str) -> Finding:
+    meta = s.meta
+    if s.missing and meta is not None and meta.total is not None:
+        what = (f"{s.records} of the {meta.total - meta.dropped} records the metadata promises were read "
+                f"({s.missing} missing)")
+    else:
+        what = f"{s.records} records read"
+    how = f"the file was {ended} before its run ended" if ended in ("deleted", "rewritten") else \
+        "the file is cut or was still being written"
+    return _finding("cut_short", f"{how}: {what}; the {s.open_scopes} scope(s) still open are not called wedged "
+                                 "and no error code is guessed: the figures cover what was read")
+
+
+def _needs(s: RunSummary, th: Thresholds) -> list[Finding]:
+    """``no_headroom`` and ``near_capacity``: a need the records prove (never occupancy) against capacity."""
     out: list[Finding] = []
     for p in s.peaks:
-        if not p.scopes or p.capacity is None:
+        need = proven_need(p, s)
+        if p.capacity is None or not need.value:
             continue
         where = f"ring {p.ring} {p.resource}"
-        cap = fmt_amount(p.resource, p.capacity)
-        alloc_r, live_r, hw_r = p.alloc_ratio or 0.0, p.live_at_exit_ratio or 0.0, p.high_water_ratio or 0.0
-        # What a scope still holds of its own allocation at exit is min(alloc, live_at_exit) for that
-        # scope; the min of the ring's maxima bounds it.  alloc alone is throughput: a scope that
-        # streams (reclaim keeps up inside it) can allocate more than the ring without holding it.
-        held = min(p.alloc, p.live_at_exit)
-        held_r = held / p.capacity
-        if held_r >= th.near:
-            amount = (f"allocated {fmt_amount(p.resource, p.alloc)} of {cap} ({_pct(alloc_r)}) and holds it until "
-                      "it exits" if held == p.alloc else
-                      f"allocated {fmt_amount(p.resource, p.alloc)} of {cap} ({_pct(alloc_r)}), and up to "
-                      f"{fmt_amount(p.resource, held)} ({_pct(held_r)}) is still held at exits")
-            out.append(Finding(
-                "near_capacity", "error" if held_r >= 1.0 else "warning",
-                f"{where}: scope {p.alloc_site} (with the scopes nested in it on this ring) {amount}; at 100% the "
-                f"ring deadlocks. Split the scope, shrink its intermediates, or raise ring_{p.resource}",
-                p.ring, p.resource, p.alloc_site))
-        elif live_r >= th.near and hw_r > 1.0:
-            # high_water > capacity proves the tail moved inside that scope: reclaim works; but what is
-            # still held at an exit is what a longer run adds to: no headroom is a warning, never fine
-            out.append(Finding(
-                "no_headroom", "warning",
-                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
-                f"scope {p.live_at_exit_site} exits; reclaim keeps up (scope {p.high_water_site} reached "
-                f"{_pct(hw_r)} of capacity) but there is no headroom left: a longer run (a longer sequence, more "
-                f"layers) needs more. Raise ring_{p.resource} or cut what stays live",
-                p.ring, p.resource, p.live_at_exit_site))
-        elif live_r >= th.near:
-            out.append(Finding(
-                "pinned", "warning",
-                f"{where}: {fmt_amount(p.resource, p.live_at_exit)} of {cap} ({_pct(live_r)}) is still held when "
-                f"scope {p.live_at_exit_site} exits: something long-lived is pinned; shrink the cross-phase "
-                "payload or move it to an outer scope that closes later",
-                p.ring, p.resource, p.live_at_exit_site))
-        elif hw_r >= th.near:
-            out.append(Finding(
-                "streaming", "info",
-                f"{where}: scope {p.high_water_site} reached {fmt_amount(p.resource, p.high_water)} against "
-                f"{cap} ({_pct(hw_r)}) but at most {fmt_amount(p.resource, p.live_at_exit)} ({_pct(live_r)}) is held "
-                "at a scope exit: it streams and reclaim keeps up (fine)",
-                p.ring, p.resource, p.high_water_site))
+        amount = f"{fmt_amount(p.resource, need.value)} of {fmt_amount(p.resource, p.capacity)}"
+        if need.value >= p.capacity:
+            out.append(_finding("no_headroom", f"{where}: {need.why}: a need of {amount}, all of it; the run had "
+                                               "nothing to spare and a longer run (a longer sequence, more layers) "
+                                               f"needs more: raise ring_{p.resource} (advise sizes it)",
+                                p.ring, p.resource))
+        elif need.value >= th.near * p.capacity:
+            out.append(_finding("near_capacity", f"{where}: {need.why}: a need of {amount} "
+                                                 f"({_pct(need.value / p.capacity)}): little room for a longer run",
+                                p.ring, p.resource))
     return out
 
 
 def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
-    """One ring near or over capacity while the others stay near zero."""
+    """One ring's proven need near or at capacity while the other rings carry nothing."""
     out: list[Finding] = []
     for resource in ("heap", "task_window"):
         peaks = [p for p in s.peaks if p.resource == resource and p.capacity]
-        rings = {p.ring for p in peaks}
-        if len(rings) < 2:
+        if len({p.ring for p in peaks}) < 2:
             continue
-        loaded = [p for p in peaks if p.scopes and (p.high_water_ratio or 0) >= th.near]
-        idle = [p for p in peaks if p not in loaded and (not p.scopes or (p.high_water_ratio or 0) <= th.idle)]
+        needs = {p.ring: proven_need(p, s).value / (p.capacity or 1) for p in peaks}
+        loaded = [p for p in peaks if needs[p.ring] >= th.near]
+        idle = [p for p in peaks if not p.scopes or needs[p.ring] <= th.idle]
         if len(loaded) == 1 and len(idle) == len(peaks) - 1:
             p = loaded[0]
             others = ", ".join(str(q.ring) for q in idle)
-            out.append(Finding(
-                "auto_scope_collapse", "warning",
-                f"ring {p.ring} carries the {resource} load ({_pct(p.high_water_ratio)} of capacity, peak at "
-                f"{p.high_water_site}) while rings {others} stay under {_pct(th.idle)}: auto-scope collapse or all "
-                "work at one depth; place scopes so the load spreads over rings 0-3 (guide §3)",
-                p.ring, resource, p.high_water_site))
+            out.append(_finding(
+                "auto_scope_collapse", f"ring {p.ring} carries the {resource} load (a proven need of "
+                                       f"{_pct(needs[p.ring])} of capacity) while rings {others} carry nothing: "
+                                       "auto-scope collapse or all work at one depth; place scopes so the load "
+                                       "spreads over rings 0-3 (guide §3)", p.ring, resource))
             break
     return out
 

@@ -32,7 +32,15 @@ Besides the §5 maxima, each ring keeps three facts for sizing (``ringtrace.anal
   project's simulator without loop-carried values; an estimate on the runtime;
 * ``request``: the largest heap block (and dep-pool entries) of a single task, from scopes
   that submitted exactly one task and did not cross the heap's end (a hard lower bound);
-* ``tail_moved``: whether the ring's tail ever moved (the allocator had to wait).
+* ``tail_moved``: whether the ring's tail ever moved (the allocator had to wait);
+* ``batch``: the dep-pool entries live at the end of the scope that owns the ring's 64th task
+  (:data:`~ringtrace.model.runtime.DEP_POOL_BATCH`), or at the ring's last record if it has fewer: the
+  runtime reclaims its dep pool only once 64 tasks retired, and that task retires only after its scope.
+
+A scope's tasks are released only at its exit, so ``pinned`` is a need the records prove, with one
+correction for the heap: where a scope's allocation crossed the ring's end (a multiple of the
+capacity in the monotonic counter), the bytes before the crossing may be the skipped end of the ring
+(no block straddles it), so only the bytes after the last crossing count.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from ringtrace.model.records import (
     UnmatchedEnd,
     Usage,
 )
+from ringtrace.model.runtime import DEP_POOL_BATCH
 
 _NOTHING: tuple[PairEvent, ...] = ()
 
@@ -78,10 +87,11 @@ class _Ring:
     and the high-water begin line are indexed the same way.
     """
 
-    __slots__ = ("first", "lines", "maxima", "nested", "request", "scopes", "sites")
+    __slots__ = ("first", "heap_held", "lines", "maxima", "nested", "request", "scopes", "sites")
 
     def __init__(self, first: Record | None = None) -> None:
         self.scopes = 0
+        self.heap_held = 0  # the largest heap alloc of a scope, less what may be the skipped end of the ring
         self.maxima = [0] * 12  # 9..11: ``pinned`` per resource (see the module docstring)
         self.sites = [""] * 9
         self.lines = [0] * 9
@@ -112,7 +122,17 @@ class _Ring:
 
     def pinned(self, i: int) -> int:
         """``pinned`` of resource ``i``: without same-ring nesting every scope's alloc was all held."""
-        return self.maxima[9 + i] if self.nested else max(self.maxima[3 * i + 2], 0)
+        if self.nested:
+            return self.maxima[9 + i]
+        return self.heap_held if i == 1 else max(self.maxima[3 * i + 2], 0)
+
+
+def held_bytes(begin_head: int, end_head: int, cap: int | None) -> int:
+    """Heap bytes a scope surely allocated between two head values: all of them, unless the head crossed
+    the ring's end (a multiple of ``cap``), where the bytes before the last crossing may be skipped space."""
+    if cap and end_head > begin_head and begin_head // cap != (end_head - 1) // cap:
+        return end_head - (end_head - 1) // cap * cap
+    return end_head - begin_head
 
 
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
@@ -140,6 +160,8 @@ class Pairer:
         self._stack: list[Record] = []
         self._rings: dict[int, _Ring] = {}  # rings with paired scopes
         self._last: dict[int, Record] = {}  # latest record per ring (every ring seen)
+        self._batch: dict[int, Record] = {}  # see ``Peak.batch``: the record it is read from, per ring
+        self._batch_full: set[int] = set()  # rings whose batch record is final
         # by depth, for an open scope with closed nested scopes on its own ring: [its begin, the record
         # up to which its ring's allocation is accounted for, the record at its own first allocation or None]
         self._nest: list[list[Record | None] | None] = [None] * 66
@@ -175,9 +197,17 @@ class Pairer:
         max_depth = self.max_depth
         capped = self.depth_cap_line
         scopes = 0
+        batch, batch_full = self._batch, self._batch_full
+        meta = self.meta
+        heap_caps = meta.heap_max if meta is not None else ()
         for e in recs:
             ring_no = e.ring
             last[ring_no] = e
+            if e.task_window_end < DEP_POOL_BATCH:
+                batch[ring_no] = e
+            elif ring_no not in batch_full and e.phase == "end":
+                batch[ring_no] = e  # the scope that owns the ring's 64th task closes: nothing reclaimed before
+                batch_full.add(ring_no)
             depth = e.depth
             if e.tensormap > tm_peak:
                 tm_peak = e.tensormap
@@ -235,6 +265,11 @@ class Pairer:
                 self._request(ring, b, e, h2, d2)
             if ring.nested:  # a ring where a scope nested before its parent allocated: see _nested_end
                 self._nested_end(ring, b, e, t2, h2, d2)
+            if h2 > ring.heap_held:
+                cap = heap_caps[ring_no] if 0 <= ring_no < len(heap_caps) else 0
+                hh = held_bytes(b.heap_end, e.heap_end, cap)
+                if hh > ring.heap_held:
+                    ring.heap_held = hh
             ring.scopes += 1
             scopes += 1
             if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
@@ -297,7 +332,10 @@ class Pairer:
             nest[b.depth] = None
             self._held_from_own(ring, own, e)
         else:
-            self._pin(ring, t, h, d)
+            self._pin(ring, t, held_bytes(b.heap_end, e.heap_end, self._heap_cap(e.ring)), d)
+
+    def _heap_cap(self, ring_no: int) -> int | None:
+        return self.meta.capacity("heap", ring_no) if self.meta is not None else None
 
     def _held_from_own(self, ring: _Ring, st: list[Record | None], e: Record) -> None:
         """A scope with nested same-ring scopes closed: it held from its own first allocation to its end."""
@@ -305,7 +343,8 @@ class Pairer:
         if own is None and acc is not None and e.task_window_end > acc.task_window_end:
             own = acc
         if own is not None:
-            self._pin(ring, e.task_window_end - own.task_window_end, e.heap_end - own.heap_end,
+            self._pin(ring, e.task_window_end - own.task_window_end,
+                      held_bytes(own.heap_end, e.heap_end, self._heap_cap(e.ring)),
                       (e.dep_pool_end or 0) - (own.dep_pool_end or 0))
 
     def _request(self, ring: _Ring, b: Record, e: Record, h: int, d: int) -> None:
@@ -376,6 +415,8 @@ class Pairer:
             moved = any(a > b for a, b in zip(tails, first, strict=True))
             held = self._open_pinned(ring_no)
             requests = (1, ring.request[0], ring.request[1])
+            bf = self._batch.get(ring_no)
+            batch = (0, 0, (bf.dep_pool_end or 0) - (bf.dep_pool_start or 0) if bf is not None else 0)
             for i, resource in enumerate(RESOURCES):
                 if resource == "dep_pool" and meta is not None and meta.version == 4:
                     continue
@@ -383,7 +424,7 @@ class Pairer:
                 m, sites, j = ring.maxima, ring.sites, 3 * i
                 peaks.append(Peak(ring_no, resource, cap, m[j], sites[j], ring.lines[j], m[j + 1], sites[j + 1],
                                   m[j + 2], sites[j + 2], live[i], ring.scopes, ring.pinned(i), held[i],
-                                  requests[i] if ring.scopes else 0, moved))
+                                  requests[i] if ring.scopes else 0, moved, batch[i]))
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         opened = self.open_scopes

@@ -7,6 +7,7 @@ once, with the reason the run ended.  Nothing here blocks or raises for bad data
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import cast
 
 from ringtrace.analysis.advise import advise
@@ -15,6 +16,7 @@ from ringtrace.model.records import (
     Finding,
     FinishReason,
     HostLog,
+    Labels,
     Meta,
     Problem,
     Record,
@@ -24,11 +26,14 @@ from ringtrace.model.records import (
     RunSummary,
     SinkEvent,
     Source,
+    TensormapPeak,
     Wants,
 )
+from ringtrace.sources.paths import labels_for
 from ringtrace.stages.decode import Decoder, Item
-from ringtrace.stages.diagnose import Thresholds, diagnose, wedge_causes
+from ringtrace.stages.diagnose import Thresholds, describe_log, diagnose, wedge_causes
 from ringtrace.stages.pair import Pairer
+from ringtrace.stages.verdict import verdict_of
 
 KEEP_PROBLEMS = 100
 """Problems kept for the final report; all are counted."""
@@ -38,7 +43,7 @@ class Run:
     """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
 
     def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0,
-                 wants: Wants = WANT_ALL, host_log: HostLog | None = None) -> None:
+                 wants: Wants = WANT_ALL, host_log: HostLog | None = None, alone: bool = False) -> None:
         self.source = source
         self.wants = wants
         self.seen_at = seen_at
@@ -51,6 +56,7 @@ class Run:
         self.finished: RunFinished | None = None
         self.last_line = 0  # the last record's line
         self.host_log = host_log  # used by finish() only: confirms the wedge, names a failure
+        self.alone = alone  # the file was named on its own: another run's log beside it is not reported
 
     @property
     def meta(self) -> Meta | None:
@@ -67,11 +73,15 @@ class Run:
         return self._consume(items)
 
     def finish(self, reason: FinishReason, key: str = "") -> list[SinkEvent]:
-        """End the run: decode a held-back last line, report wedged scopes and findings.
+        """End the run: decode a held-back last line, report wedged scopes, findings and the verdict.
 
         On ``shutdown`` the run did not end by itself, so its open scopes are not called wedged; nor
-        are they when the file was ``deleted`` or ``rewritten`` under the reader (a ``cut_short`` warning
-        says so, and the cut last line is dropped, not reported).
+        are they when the file was ``deleted`` or ``rewritten`` under the reader, or holds fewer records
+        than its metadata promises (``cut_short``: the cut last line is dropped, not reported).
+
+        A host log that reports a runtime failure beside a file that completed (every record, no scope
+        left open, not fatal) is another run's log (the runtime writes no file for a failed run): the
+        file keeps its own verdict and the log is reported after it as a run of its own (key ``KEY#log``).
         """
         if self.finished is not None:
             return []
@@ -80,23 +90,35 @@ class Run:
         if not self.started:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
+        th = self.thresholds
         summary = self.summary(finished=reason not in ("shutdown", "deleted", "rewritten"))
-        findings = diagnose(summary, self.thresholds, self.pairer.open_usage() if summary.wedged else (),
-                            self.host_log)
-        if cut and not summary.complete:
+        if summary.wedged and summary.missing:  # a cut file: its open scopes are not a wedge
+            summary = self.summary(finished=False)
+        log = self.host_log
+        foreign = log is not None and log.runtime_failed and _ran_to_its_end(summary)
+        if foreign:
+            self.host_log = None
+        findings = diagnose(summary, th, self.pairer.open_usage() if summary.wedged else (), self.host_log,
+                            reason)
+        if foreign and log is not None:
+            how = ("not read with it (the file was named alone: name its folder to see both runs)" if self.alone
+                   else "reported as a run of its own")
             findings = (*findings, Finding(
-                "cut_short", "warning",
-                f"the file was {reason} before its run ended ({summary.records} records read, "
-                f"{summary.open_scopes} scope(s) open): the figures cover what was read; the open scopes "
-                "are not called wedged and a half-written last line is not an error"))
+                "other_run_log", "info", f"the host log {log.path} reports {describe_log(log)}, but this file "
+                                         "completed (the runtime writes no file for a failed run): it is another "
+                                         f"run's log, {how}"))
+        causes = wedge_causes(summary, findings, th)
+        verdict = verdict_of(summary, findings, self.host_log, causes[-1] if causes else None,
+                             stopped=reason == "shutdown", near=th.near)
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
                                     host_log=self.host_log,
-                                    advice=advise(summary, self.thresholds.headroom, path=self.source.path,
-                                                  labels=self.source.labels,
-                                                  host_log=self.host_log),
-                                    key=key, wedge_causes=wedge_causes(summary, findings, self.thresholds),
-                                    last_line=self.last_line, seen_at=self.seen_at)
+                                    advice=advise(summary, th.headroom, path=self.source.path,
+                                                  labels=self.source.labels, host_log=self.host_log),
+                                    key=key, wedge_causes=causes, last_line=self.last_line, seen_at=self.seen_at,
+                                    verdict=verdict)
         out.append(self.finished)
+        if foreign and log is not None and not self.alone:
+            out.extend(log_only_run(log, th, f"{key}#log" if key else ""))
         return out
 
     def summary(self, finished: bool = False) -> RunSummary:
@@ -137,3 +159,27 @@ class Run:
                                    tuple(events) if wants.events else (), tuple(problems),
                                    self.summary(finished=False)))
         return out
+
+
+def _ran_to_its_end(s: RunSummary) -> bool:
+    """Every record the metadata promises was read, none dropped, no scope left open, not fatal."""
+    m = s.meta
+    return m is not None and m.dropped == 0 and not m.fatal and s.complete and not s.open
+
+
+def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = ""
+                 ) -> tuple[RunStarted, RunFinished]:
+    """A run known from its host log alone (no scope_stats file): ``source.path`` is "", no records,
+    and the findings :func:`ringtrace.stages.diagnose.diagnose` gives the log (``failed`` when it reports one).
+    Labels are read off the log's path (its folder is the run), rank and dispatch from its lines."""
+    lab = labels_for(PurePath(log.path))
+    rank = str(log.rank) if log.rank is not None else lab.rank
+    dispatch = str(log.dispatch) if log.dispatch is not None else lab.dispatch
+    summary = RunSummary(None, 0, 0, 0, 0, 0, (), TensormapPeak(None, 0, "", 0), (), 0)
+    source = Source("", Labels(lab.run, rank, dispatch))
+    th = thresholds or Thresholds()
+    findings = diagnose(summary, th, (), log)
+    advice = advise(summary, th.headroom, labels=source.labels, host_log=log)  # what the log alone proves
+    return (RunStarted(source, None),
+            RunFinished(source, summary, findings, "eof", (), host_log=log, advice=advice, key=key,
+                        verdict=verdict_of(summary, findings, log, near=th.near)))

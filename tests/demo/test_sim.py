@@ -78,7 +78,9 @@ def check_fifo(records: list[Record], scn: sim.Scenario) -> int:
             if tail != ltail:
                 moves += 1
                 assert tail[0] > ltail[0], f"one FIFO watermark: tails move with the task window ({r})"
-                assert any(head[i] - ltail[i] > usable[i] for i in range(n)), \
+                # a block went to the ring's start (no straddle), or filled a wrapped ring exactly (never allowed)
+                wrapped = head[1] // cap[1] != lhead[1] // cap[1] or head[1] - ltail[1] >= cap[1]
+                assert wrapped or any(head[i] - ltail[i] > usable[i] for i in range(n)), \
                     f"a tail moved although every allocation fitted without reclaim ({r})"
         prev[r.ring] = (tail, head)
     return moves
@@ -386,13 +388,15 @@ def test_a_window_of_n_holds_n_minus_1_tasks() -> None:
     assert (out.wedged, out.ring, out.resource, out.orch_error_code) == (True, 1, "task_window", 1)
 
 
-def test_a_block_as_large_as_the_free_room_fits_and_never_straddles_the_end() -> None:
-    scn = _one_ring(tasks=(0, 3))  # each scope holds 3 KiB (three 1 KiB blocks) until it exits
-    # the real runtime: a 64 KiB request completes on a 64 KiB ring; 3 KiB free takes 3 KiB
-    assert not sim.outcome(_ring1("heap_max", 3 * 1024, scn)).wedged
-    out = sim.outcome(_ring1("heap_max", 3 * 1024 - 1, scn))
-    assert (out.wedged, out.resource, out.orch_error_code) == (True, "heap", 2)
+def test_the_heap_is_the_runtimes_allocator() -> None:
+    """simpler's try_bump_heap: an empty ring takes a block as large as itself; a wrapped ring never fills
+    exactly (``tail - top > request``), so three 1 KiB blocks per scope need 4 KiB, not 3 (the bgemm
+    program on the runtime: two 256 KiB blocks per scope, 768 KiB minimum)."""
     assert not sim.outcome(_ring1("heap_max", 1024, _one_ring(tasks=(0, 1)))).wedged  # one block: the whole ring
+    scn = _one_ring(tasks=(0, 3))
+    out = sim.outcome(_ring1("heap_max", 4 * 1024 - 1, scn))
+    assert (out.wedged, out.resource, out.orch_error_code) == (True, "heap", 2)
+    assert not sim.outcome(_ring1("heap_max", 4 * 1024, scn)).wedged
     # blocks of 1-3 KiB: one that would straddle the end goes to the start, and the bytes skipped at the
     # end stay allocated until it is reclaimed: the smallest heap exceeds the most bytes ever live
     mixed = _one_ring(tasks=(0, 3), tensor_bytes=(1024, 3072), seed=0)
@@ -405,20 +409,27 @@ def test_a_block_as_large_as_the_free_room_fits_and_never_straddles_the_end() ->
     assert sim.accepted(_ring1("heap_max", 3 * 1024 + 512, scn)) == ["ring 1: heap 3584 is not a multiple of 1 KiB"]
 
 
-def test_dep_pool_can_be_the_limit() -> None:
-    scn = _one_ring(tasks=(0, 5), deps=(2, 2))
-    assert not sim.outcome(_ring1("dep_pool_max", 10, scn)).wedged
-    out = sim.outcome(_ring1("dep_pool_max", 9, scn))
+def test_the_dep_pool_is_reclaimed_in_batches_of_64_tasks() -> None:
+    """simpler's PTO2DepListPool::reclaim: nothing before 64 of the ring's tasks retired, so with 30 tasks in
+    all every entry stays; with 200 the need is what was live when the scope owning the 64th task closed."""
+    few = _one_ring(tasks=(0, 5), deps=(2, 2))  # 6 scopes x 5 tasks x 2 entries, never reclaimed
+    assert not sim.outcome(_ring1("dep_pool_max", 60, few)).wedged
+    out = sim.outcome(_ring1("dep_pool_max", 59, few))
     assert (out.wedged, out.ring, out.resource, out.orch_error_code) == (True, 1, "dep_pool", 4)
+    many = _one_ring(loops=(40,), tasks=(0, 5), deps=(2, 2))  # the 64th task is in the 13th scope: 65 tasks live
+    assert not sim.outcome(_ring1("dep_pool_max", 130, many)).wedged
+    assert sim.outcome(_ring1("dep_pool_max", 129, many)).wedged
 
 
 def test_a_carried_value_keeps_the_previous_scope_live() -> None:
     plain, carry = _one_ring(tasks=(0, 4)), _one_ring(tasks=(0, 4), carry=1)
-    # without the carry, 4 KiB of room is enough: each scope's blocks go at its exit
-    assert not sim.outcome(_ring1("heap_max", 4 * 1024, plain)).wedged
+    # without the carry, each scope's blocks go at its exit: 4 KiB and one block more (a wrapped ring never
+    # fills exactly)
+    assert sim.outcome(_ring1("heap_max", 5 * 1024 - 1, plain)).wedged
+    assert not sim.outcome(_ring1("heap_max", 5 * 1024, plain)).wedged
     # with it, the next scope's first task is submitted while the whole previous scope is still live
-    assert sim.outcome(_ring1("heap_max", 5 * 1024 - 1, carry)).resource == "heap"
-    assert not sim.outcome(_ring1("heap_max", 5 * 1024, carry)).wedged  # the scope's 4 KiB + the carried 1 KiB
+    assert sim.outcome(_ring1("heap_max", 6 * 1024 - 1, carry)).resource == "heap"
+    assert not sim.outcome(_ring1("heap_max", 6 * 1024, carry)).wedged  # 1 KiB more: the carried value
 
 
 def test_accepted_capacities() -> None:
