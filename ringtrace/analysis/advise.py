@@ -307,20 +307,15 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             continue
         pending.append(short)
     for short in pending:
-        _prove(bounds, short, pending)
+        if short.ring is not None:  # a report that names no ring is pinned later (_pin_ringless)
+            _prove(bounds, short)
     return bounds, blocked
 
 
-def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_Shortfall]) -> None:
-    if short.capacity is None:
+def _prove(bounds: dict[Key, _Bound], short: _Shortfall) -> None:
+    if short.capacity is None or short.ring is None:
         return
     ring = short.ring
-    if ring is None:  # a dep-pool report: the one ring in use whose bracket holds the capacity
-        cands = [g for g in range(RINGS) if bounds[(g, short.resource)].used
-                 and (bounds[(g, short.resource)].hi or math.inf) > short.capacity]
-        if len(cands) != 1:
-            return
-        ring = cands[0]
     b = bounds[(ring, short.resource)]
     b.used = b.known = True
     b.failed.append(short.capacity)
@@ -332,40 +327,46 @@ def _prove(bounds: dict[Key, _Bound], short: _Shortfall, all_shorts: Sequence[_S
     b.lower(short.capacity + 1, short.src, f"{exact(short.resource, short.capacity)} {short.how} ({name}, {short.src})")
 
 
-def _unpinned(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]]) -> list[str]:
+def _unpinned(units: dict[str, list[RunFacts]], pinned: set[int]) -> list[str]:
     """Failures whose report names no ring and that could not be pinned on one: what they leave open."""
     out: list[str] = []
-    for unit, runs in units.items():
+    for runs in units.values():
         for run in runs:
             code = _code(run)
             short = _shortfall(run, code) if code is not None else None
-            if short is None or short.ring is not None or short.capacity is None:
+            if short is None or short.ring is not None or short.capacity is None or id(run) in pinned:
                 continue
-            if not any(short.capacity in bounds[unit][(g, short.resource)].failed for g in range(RINGS)):
-                out.append(f"{run.name}: {fmt(short.resource, short.capacity)} of {short.resource} failed "
-                           f"({error_name(short.code) or short.code}) on a ring the report does not name: give "
-                           "this program's completed runs too, or run with that ring's size set alone")
+            out.append(f"{run.name}: {fmt(short.resource, short.capacity)} of {short.resource} failed "
+                       f"({error_name(short.code) or short.code}) on a ring the report does not name: give "
+                       "this program's completed runs too, or run with that ring's size set alone")
     return out
 
 
-def _attribute_by_plan(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]],
-                       headroom: float) -> None:
-    """Dep-pool failures that name no ring: pinned on the ring whose advice measured at exactly that size."""
-    for unit, runs in units.items():
-        for run in runs:
-            code = _code(run)
-            if code is None:
-                continue
-            short = _shortfall(run, code)
-            if short is None or short.ring is not None or short.capacity is None:
-                continue
-            b = bounds[unit]
-            if any(short.capacity in b[(g, short.resource)].failed for g in range(RINGS)):
-                continue  # already pinned
-            hits = [g for g in range(RINGS) if b[(g, short.resource)].used
-                    and _plan(short.resource, b[(g, short.resource)], headroom).value == short.capacity]
-            if len(hits) == 1:
-                _prove(b, msgspec.structs.replace(short, ring=hits[0]), ())
+def _pin_ringless(units: dict[str, list[RunFacts]], bounds: dict[str, dict[Key, _Bound]],
+                  headroom: float) -> set[int]:
+    """Failures whose report names no ring (a dep pool's), in run order: each pinned on the ring whose size in
+    the run the answer proposes (the program's batch over the evidence so far) was exactly the failing size,
+    else on the only ring in use whose bracket holds it.  Returns the ``id`` of each run pinned."""
+    pinned: set[int] = set()
+    todo = sorted(((run, unit) for unit, runs in units.items() for run in runs), key=lambda x: x[0].labels.run)
+    for run, unit in todo:
+        code = _code(run)
+        short = _shortfall(run, code) if code is not None else None
+        if short is None or short.ring is not None or short.capacity is None:
+            continue
+        mine = bounds[unit]
+        keys = {k for ub in bounds.values() for k, b in ub.items() if b.used or b.failed}
+        merged = {k: _merge(ub[k] for ub in bounds.values()) for k in sorted(keys)}  # as advise_programs
+        asked = _batch({k: _plan(k[1], b, headroom) for k, b in merged.items()}, merged)
+        hits = [g for g in range(RINGS) if mine[(g, short.resource)].used and (g, short.resource) in asked
+                and asked[(g, short.resource)][0].value == short.capacity]
+        if len(hits) != 1:
+            hits = [g for g in range(RINGS) if mine[(g, short.resource)].used
+                    and (mine[(g, short.resource)].hi or math.inf) > short.capacity]
+        if len(hits) == 1:
+            _prove(mine, msgspec.structs.replace(short, ring=hits[0]))
+            pinned.add(id(run))
+    return pinned
 
 
 # -- the plan per (ring, resource) -----------------------------------------------------------------------
@@ -380,11 +381,13 @@ class _Plan(msgspec.Struct, frozen=True):
 
 
 def _closing(r: str, lo: int) -> int:
-    """The largest size whose completion closes a bracket over the proven need ``lo``: :data:`CLOSE` times it,
-    rounded to what the runtime accepts (a window: ``lo`` itself, its granule being coarser); with nothing
-    proven, the runtime's floor."""
+    """The largest size whose completion closes a bracket over the proven need ``lo``: :data:`CLOSE` times it
+    (a dep pool's entries rounded down; a heap rounded up to its granule, a whole KiB; a window: ``lo``
+    itself, its granule, a power of two, being coarser); with nothing proven, the runtime's floor."""
     if not lo:
         return MIN_ACCEPTED[r]
+    if r == "dep_pool":
+        return max(MIN_ACCEPTED[r], math.floor(lo * CLOSE))
     return accept(r, lo) if r == "task_window" else accept(r, lo * CLOSE)
 
 
@@ -405,19 +408,24 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if not b.known:
         return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
                                    f"proven about it; the records show about {fmt(r, b.est)}")
-    lo = b.lo_need
-    if b.hi is not None and lo > b.hi:  # a completion below a proven need: the real run wins
-        lo = b.hi
+    lo, hi_known = b.lo_need, b.hi
+    if hi_known is not None and lo > hi_known:
+        if r == "dep_pool":  # a failure above a completion: the outcome varies with timing (a task takes an
+            hi_known = None  # entry only for a producer still running): the failure's word is the safe one
+        else:  # a completion below what the records seemed to prove: the real run wins
+            lo = hi_known
     lo_txt = f"at least {fmt(r, lo)} ({b.lo_why})" if lo else "no need proven yet"
     close = _closing(r, lo)
     est = b.est
     if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held
         est = max(est, b.proven + b.request)
     est_txt = f"; the records show about {fmt(r, est)}" if est > lo else ""
-    if b.hi is None:
-        p = max(close, accept(r, est * CLOSE) if est > close else 0)
-        return _Plan("grow", p, f"no run completed yet; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
-    hi = b.hi
+    if hi_known is None:
+        p = max(close, _closing(r, est) if est > close else 0)
+        why = "no run completed yet" if b.hi is None else (f"{fmt(r, b.hi)} completed once but {fmt(r, lo - 1)} "
+                                                           "failed: the outcome varies from run to run")
+        return _Plan("grow", p, f"{why}; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
+    hi = hi_known
     hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"
     below = accept_below(r, hi)
     if hi <= close or below is None or below < accept(r, lo or 1):
@@ -432,8 +440,8 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if est <= close:
         return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)} (a completion there "
                                         "closes the bracket)")
-    if accept(r, est * CLOSE) < hi:
-        p = accept(r, est * CLOSE)
+    if _closing(r, est) < hi:
+        p = _closing(r, est)
         return _Plan("probe_ok", p, f"{hi_txt}, {lo_txt}{est_txt}: measure at {fmt(r, p)}")
     down = _below(r, hi)
     if down is None or down < accept(r, lo or 1):
@@ -457,15 +465,16 @@ def _units(runs: Sequence[RunFacts]) -> dict[str, dict[str, list[RunFacts]]]:
 
 
 def _pooled(runs: Sequence[RunFacts], headroom: float
-            ) -> dict[str, tuple[dict[str, dict[Key, _Bound]], dict[str, list[str]]]]:
+            ) -> dict[str, tuple[dict[str, dict[Key, _Bound]], dict[str, list[str]], list[str]]]:
+    """program -> (unit -> bounds, unit -> blocked failures, notes on what could not be pinned)."""
     out = {}
     for prog, units in _units(runs).items():
         bounds: dict[str, dict[Key, _Bound]] = {}
         blocked: dict[str, list[str]] = {}
         for unit, members in units.items():
             bounds[unit], blocked[unit] = _unit_bounds(members)
-        _attribute_by_plan(units, bounds, headroom)
-        out[prog] = (bounds, blocked)
+        pinned = _pin_ringless(units, bounds, headroom)
+        out[prog] = (bounds, blocked, _unpinned(units, pinned))
     return out
 
 
@@ -492,7 +501,7 @@ def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) ->
     pooled = _pooled(runs, headroom)
     out: list[RunAdvice] = []
     for run in runs:
-        bounds_all, _ = pooled[program_key(run.labels, run.path or (run.host_log.path if run.host_log else ""))]
+        bounds_all, _, _ = pooled[program_key(run.labels, run.path or (run.host_log.path if run.host_log else ""))]
         rank = run.labels.rank or (str(run.host_log.rank) if run.host_log and run.host_log.rank is not None else "")
         bounds = bounds_all[rank]
         s = run.summary
@@ -522,7 +531,7 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
     """One answer per program (in order of first appearance), pooled over all its runs and ranks."""
     out: list[ProgramAnswer] = []
     units = _units(runs)
-    for prog, (bounds, blocked) in _pooled(runs, headroom).items():
+    for prog, (bounds, blocked, notes) in _pooled(runs, headroom).items():
         keys = {k for unit_bounds in bounds.values() for k, b in unit_bounds.items() if b.used or b.failed}
         merged = {k: _merge(unit_bounds[k] for unit_bounds in bounds.values()) for k in sorted(keys)}
         members = [r for rs in units[prog].values() for r in rs]
@@ -536,7 +545,6 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
             peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
             advice.append(_advice(r, ring, b, plan, cap, _basis(latest.summary, peak), driver))
         stop = sorted({text for texts in blocked.values() for text in texts})
-        notes = _unpinned(units[prog], bounds)
         final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
         if final and not _proven_by_one_run(units[prog], advice):
             final = False

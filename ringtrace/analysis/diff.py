@@ -123,7 +123,7 @@ def compare(a: RunFinished, b: RunFinished, fail_on: float | None = None) -> Run
                 if after is not None and before is not None and after - before > fail_on:
                     regressions.append(f"ring {d.ring} {d.resource} {ratio} {before:.3f} -> {after:.3f} "
                                        f"(+{after - before:.3f} > {fail_on})")
-    return RunDiff(a.source.path, b.source.path, lb if lb != Labels() else la, rings,
+    return RunDiff(_shown(a), _shown(b), lb if lb != Labels() else la, rings,
                    tuple(f for k, f in kb.items() if k not in ka), tuple(f for k, f in ka.items() if k not in kb),
                    a.summary.scopes, b.summary.scopes, tuple(notes), tuple(regressions))
 
@@ -144,6 +144,13 @@ def match(a: Sequence[RunFinished], b: Sequence[RunFinished], fail_on: float | N
             left.remove(hits[0])
             pairs.append(compare(fa, hits[0], fail_on))
         else:
-            unmatched.append(f"A: {fa.source.path}")
-    unmatched += [f"B: {fb.source.path}" for fb in left]
+            unmatched.append(f"A: {_shown(fa)}")
+    unmatched += [f"B: {_shown(fb)}" for fb in left]
     return TreeDiff(tuple(pairs), tuple(unmatched))
+
+
+def _shown(fin: RunFinished) -> str:
+    """The file of a run, or ``host log PATH`` for a run known from its host log alone."""
+    if fin.source.path:
+        return fin.source.path
+    return f"host log {fin.host_log.path}" if fin.host_log is not None else fin.source.name

@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="remember finished runs across restarts")
     p.add_argument("--events", metavar="FILE|-", help="write one JSON line per finished run")
     p.add_argument("--host-log-glob", metavar="PATTERN",
-                   help="the runtime's host log, relative to each run's directory (e.g. '*.log'), read at its finish")
+                   help="the runtime's host log, relative to each run's directory (e.g. 'logs/*.log'), read at its "
+                        "finish (default: a run folder's host.log and recognised *.log, as summary finds them)")
     p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, metavar="HOST:PORT",
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")

@@ -18,7 +18,7 @@ contradict the file's is *another run* (``kind`` "other_run"), never paired: the
 sizes:`` line's value for any ring and resource, or the deadlock report's size of the short resource
 on its ring (``Heap ring R: ... size=``, ``Task ring R: ... active=A/S`` or a scope deadlock's task window,
 ``Pool used: A / S``; not the fanin spill pool, which scope_stats does not record), against
-the metadata's ``*_max`` for that ring.  (For one run they are equal: the runtime writes the same
+the metadata's ``*_max`` for that ring (a dep-pool report names no ring: a size no ring has).  (For one run they are equal: the runtime writes the same
 capacities to both.)  A capacity of 0 (unknown) contradicts nothing.
 
 A file takes at most one log: a rank-tagged log before an untagged one, then the first given.  What
@@ -107,6 +107,12 @@ def contradiction(log: HostLog, meta: Meta) -> str | None:
                     return (f"says ring {ring} {res}={s} (its 'Ring buffer sizes' line), "
                             f"the file's metadata says {m}")
     d = log.deadlock
+    if d is not None and d.kind == "dep_pool" and d.ring is None and d.pool_size:  # the report names no ring
+        known = [m for m in meta.dep_pool_max if m > 0]
+        if known and d.pool_size not in known:
+            return (f"says a dep pool of {d.pool_size} entries, the file's metadata says "
+                    f"{', '.join(str(m) for m in meta.dep_pool_max)} per ring")
+        return None
     if d is None or d.ring is None:
         return None
     stated: tuple[str, int | None, tuple[int, ...]] | None = (

@@ -54,6 +54,7 @@ from ringtrace.model.records import RunFinished, SinkEvent, Wants
 from ringtrace.reading.tail import state as state_mod
 from ringtrace.reading.tail.follower import SETTLE, SLICE, Follower, Slice
 from ringtrace.reading.tail.hostlogs import HostLogFinder
+from ringtrace.sources.paths import HOST_LOG_NAME
 from ringtrace.reading.tail.inotify import TreeWatcher
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.sinks import STUCK_SECONDS, FanOut
@@ -142,9 +143,9 @@ class App:
         self.store = state_mod.Store(self.state_dir) if self.state_dir is not None else None
         saved = self.store.load() if self.store is not None else None  # an unusable state file is moved aside
         # ``wants``: what RunProgress carries; by default what the sinks read (an ``on_batch`` observer may want more)
-        glob = cfg.host_log_glob
+        glob = cfg.host_log_glob  # default: a run folder's logs, as summary finds them
         self.tailer = Tailer(roots, cfg.thresholds, cfg.idle_timeout, saved, wants or fanout.wants,
-                             HostLogFinder(glob) if glob else None, glob if "/" not in glob else "",
+                             HostLogFinder(glob), (glob or HOST_LOG_NAME) if "/" not in glob else "",
                              settle=0.0 if cfg.once else SETTLE)
         self.ready = False
         self.polling = cfg.poll

@@ -138,8 +138,8 @@ def _cut_short(s: RunSummary, ended: str) -> Finding:
         what = f"{s.records} records read"
     how = f"the file was {ended} before its run ended" if ended in ("deleted", "rewritten") else \
         "the file is cut or was still being written"
-    return _finding("cut_short", f"{how}: {what}; the {s.open_scopes} scope(s) still open are not called wedged "
-                                 "and no error code is guessed: the figures cover what was read")
+    still = f"the {s.open_scopes} scope(s) still open are not called wedged and " if s.open_scopes else ""
+    return _finding("cut_short", f"{how}: {what}; {still}no error code is guessed: the figures cover what was read")
 
 
 def _needs(s: RunSummary, th: Thresholds) -> list[Finding]:
@@ -172,7 +172,7 @@ def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
             continue
         needs = {p.ring: proven_need(p, s).value / (p.capacity or 1) for p in peaks}
         loaded = [p for p in peaks if needs[p.ring] >= th.near]
-        idle = [p for p in peaks if not p.scopes or needs[p.ring] <= th.idle]
+        idle = [p for p in peaks if p not in loaded and (not p.scopes or needs[p.ring] <= th.idle)]
         if len(loaded) == 1 and len(idle) == len(peaks) - 1:
             p = loaded[0]
             others = ", ".join(str(q.ring) for q in idle)

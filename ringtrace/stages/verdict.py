@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import Finding, HostLog, RunSummary, Verdict, VerdictKind, WedgeCause
 from ringtrace.model.runtime import error_name, fmt_amount, sizing_resource
+from ringtrace.stages.diagnose import describe_log
 
 
 def verdict_of(s: RunSummary, findings: Sequence[Finding], host_log: HostLog | None = None,
@@ -68,7 +69,7 @@ def _wedged(s: RunSummary, finding: Finding | None, log: HostLog | None, cause: 
     how = "" if code is None else (f": {name or f'code {code}'}" if log is not None and log.failed else
                                    f": likely {name or f'code {code}'}")
     resource = sizing_resource(code) or (cause.resource if cause is not None else None)
-    text = f"wedged in {inner.site} (ring {inner.ring}, line {inner.line}){how}"
+    text = f"wedged in {inner.site} (depth {inner.depth}, ring {inner.ring}, line {inner.line}){how}"
     if code is None and finding is not None:
         text += ": no counter of its ring was near capacity at the last sample"
     return Verdict("wedged", "error", text, inner.ring, resource, inner.site, code, name, inner.line)
@@ -76,21 +77,12 @@ def _wedged(s: RunSummary, finding: Finding | None, log: HostLog | None, cause: 
 
 def _failed(log: HostLog) -> Verdict:
     code = log.failure_code
-    name = log.failure_name
     d = log.deadlock
     resource = (d.resource if d is not None else None) or sizing_resource(code)
-    what = f"{name or f'code {code}'}" if code is not None else "the host log reports a failure"
-    where = f" on ring {log.ring}" if log.ring is not None else ""
-    detail = ""
-    if d is not None and d.kind == "heap" and d.requested_bytes is not None and d.heap_size is not None:
-        detail = (f" (asked {fmt_amount('heap', d.requested_bytes)} of a {fmt_amount('heap', d.heap_size)} "
-                  "ring)")
-    elif d is not None and d.pool_used is not None and d.pool_size is not None:
-        detail = f" ({d.pool_used}/{d.pool_size} entries in use)"
     fixable = "" if code is None or sizing_resource(code) is not None or code == 11 else \
         ": not a ring size (bigger rings will not fix it)"
-    return Verdict("failed", "error", f"failed: {what}{where}{detail}{fixable}", log.ring, resource, None, code,
-                   name, d.line if d is not None else 0)
+    return Verdict("failed", "error", f"failed: {describe_log(log)}{fixable}", log.ring, resource, None, code,
+                   log.failure_name, d.line if d is not None else 0)
 
 
 def _completed(s: RunSummary, near: float) -> Verdict:

@@ -45,6 +45,7 @@ from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.stages.diagnose import Thresholds
+from tests._support.scope_stats import WriteJsonl, rec, with_totals
 
 HEADROOM = 0.1
 MAX_RUNS = 9
@@ -303,11 +304,16 @@ def test_advise_table_leads_with_the_program_and_headroom_counts(tmp_path: Path,
     assert "ring 1 task_window" in out and str(path) not in out  # per-file sections only with --each
     assert main(["advise", "--each", str(path)]) == 0
     assert str(path) in capsys.readouterr().out
-    _, zero = _json(capsys, "--headroom", "0", str(path))
-    _, big = _json(capsys, "--headroom", "1", str(path))
+    # --headroom is what a final answer keeps over the proven need: a run at the measured sizes closes the
+    # brackets, and a wider headroom recommends more
+    _, first = _json(capsys, str(path))
+    caps = caps_of(first["programs"][0]["run_config"])
+    _tree(tmp_path, with_caps(scn, caps), "prog_20261201_000001")
+    _, zero = _json(capsys, "--headroom", "0", str(tmp_path))
+    _, big = _json(capsys, "--headroom", "1", str(tmp_path))
     heap = {a["ring"]: a for a in zero["programs"][0]["advice"] if a["resource"] == "heap"}
     heap_big = {a["ring"]: a for a in big["programs"][0]["advice"] if a["resource"] == "heap"}
-    assert all(heap[r]["measure_next"] < heap_big[r]["measure_next"] for r in heap)
+    assert heap and all(heap[r]["recommended"] < heap_big[r]["recommended"] for r in heap)
     assert main(["advise", "--headroom", "-1", str(path)]) == 2
 
 
@@ -350,7 +356,9 @@ def test_a_wedged_file_proves_its_ring_short_and_completed_runs_bound_the_need(t
     [answer] = advise_programs(facts, HEADROOM)
     a = next(a for a in answer.advice if (a.ring, a.resource) == (2, "heap"))
     assert (a.lower_bound, a.upper_bound) == (m, m)  # wedged at m - 1 KiB: the need is over it
-    assert a.recommended == accept("heap", (m - _KIB + 1) * (1 + HEADROOM))  # headroom over the proven need
+    lo = m - _KIB + 1  # headroom over the proven need, and over the completion as far as the bracket allows
+    assert a.recommended == max(accept("heap", lo * (1 + HEADROOM)), min(accept("heap", m * (1 + HEADROOM)),
+                                                                         accept("heap", lo * 1.25)))
     assert "wedged" in a.reason and a.driven_by == "heap_bound_20261201_000002"
     alone = advise_runs(facts[1:], HEADROOM)[0]
     a = next(a for a in alone.advice if (a.ring, a.resource) == (2, "heap"))
@@ -425,9 +433,14 @@ if __name__ == "__main__":
     print(table())
 
 
-def test_the_configured_headroom_is_honoured_in_every_runs_advice(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_the_configured_headroom_is_honoured_in_every_runs_advice(write_jsonl: WriteJsonl,
+                                                                  capsys: pytest.CaptureFixture[str],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _tree(tmp_path, PROGRAMS["heap_bound"][0])
+    # one scope holds 90 KiB of a 100 KiB ring and completed: the bracket [90, 100] KiB is closed, and what the
+    # answer keeps over the proven need is the headroom
+    path = write_jsonl(with_totals([rec("(unknown):0", "begin", 0), rec("s", "begin", 1, heap=(0, 0)),
+                                    rec("s", "end", 1, heap=(0, 90 * _KIB)), rec("(unknown):0", "end", 0)],
+                                   heap=100 * _KIB), "prog_20261201_000000/scope_stats/scope_stats.jsonl")
 
     def heap_next(headroom: str | None) -> dict[int, int]:
         if headroom is None:
@@ -436,7 +449,7 @@ def test_the_configured_headroom_is_honoured_in_every_runs_advice(tmp_path: Path
             monkeypatch.setenv("RINGTRACE_HEADROOM", headroom)
         assert main(["summary", "--format", "json", str(path)]) == 0
         advice = json.loads(capsys.readouterr().out)["files"][0]["advice"]
-        return {a["ring"]: a["measure_next"] for a in advice if a["resource"] == "heap"}
+        return {a["ring"]: a["recommended"] for a in advice if a["resource"] == "heap"}
 
     default, wide = heap_next(None), heap_next("1")
     assert default and all(wide[r] > default[r] for r in default)  # summary's per-run advice (and /metrics')

@@ -4,8 +4,9 @@
 while each program's smallest completing size was bisected (``minimal_sizes.json``, ``runs.json``,
 its README): a completed run as its scope_stats file, a failed run as its host log only.  Every
 run's own proof must bracket the true minimum (a run at the minimum, or one below it, proves it
-exactly), and the program's pooled answer must be final and within [minimum, 1.25 x minimum]
-before rounding to what the runtime accepts.
+exactly), and the program's pooled answer must close every bracket within [minimum, 1.25 x minimum]
+before rounding to what the runtime accepts (it is final only once a run at those sizes completes:
+``tests/analysis/test_advise_realsim.py`` replays the tuning loop's real runs).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ def test_every_run_alone_brackets_the_true_minimum(run: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_pooled_answer_is_final_and_within_a_quarter_of_the_minimum(case: str) -> None:
+def test_the_pooled_answer_closes_every_bracket_within_a_quarter_of_the_minimum(case: str) -> None:
+    """Runs that each shrank one ring of one resource close every bracket, but no run had every size at or
+    below the answer's, and the resources interact: the answer is not final until that RunConfig completes."""
     folder = SIZING / case
     [answer] = advise("--host-log", str(folder / "**" / "host.log"), str(folder))["programs"]
     runs = [r for r in RUNS if r["case"] == case]
-    assert answer["runs"] == len(runs) and answer["final"], answer
+    assert answer["runs"] == len(runs) and not answer["final"], answer
+    assert any("run it once to prove it" in n for n in answer["notes"]), answer
     for m in (m for m in MINIMA if m["case"] == case):
         a = entry(answer, m["ring"], m["resource"])
         assert a is not None, (m, answer)

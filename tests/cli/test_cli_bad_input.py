@@ -42,7 +42,7 @@ GOOD_META = meta(fatal=True, total=2, heap=1000)
 def test_the_readable_file_fails_check(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD_META)
     r = _run("check", path)
-    assert r.returncode == 1 and f"FAIL {path}" in r.stdout and "99.6%" in r.stdout and "fatal: true" in r.stdout
+    assert r.returncode == 1 and f"FAIL {path}" in r.stdout and '"fatal": true' in r.stdout
 
 
 UNREADABLE_META: dict[str, bytes] = {
@@ -79,7 +79,7 @@ def test_summary_reports_an_unreadable_metadata_line_and_the_records(tmp_path: P
 def test_a_bom_is_tolerated_and_the_file_is_still_gated(tmp_path: Path) -> None:
     path = _write(tmp_path, b"\xef\xbb\xbf" + json.dumps(GOOD_META).encode())
     r = _run("check", path)
-    assert r.returncode == 1 and f"FAIL {path}" in r.stdout and "fatal: true" in r.stdout
+    assert r.returncode == 1 and f"FAIL {path}" in r.stdout and '"fatal": true' in r.stdout
     assert f"{path}:1: warning: UTF-8 byte order mark" in r.stderr
 
 

@@ -29,7 +29,7 @@ ABORT_LOG = SAMPLES / "failed/VectorExample_heap128k_abort/host.log"
 TIGHT = {"task_window": [8, 8, 16, 64], "heap": [8192, 16384, 32768, 65536], "dep_pool": [64, 64, 256, 512]}
 HOST_LOG_KEYS = {"path", "rank", "orch_error_code", "code_source", "error_name", "error_detail", "error_hint", "ring",
                  "requested_bytes", "ring_sizes", "deadlock", "fatal_lines", "run_status", "not_written", "problems",
-                 "failed", "sched_error_code", "sched_error_name", "sched_sub_class", "runtime_status"}
+                 "failed", "sched_error_code", "sched_error_name", "sched_sub_class", "runtime_status", "test_failure"}
 DEADLOCK_KEYS = {"kind", "line", "title", "ring", "requested_bytes", "task_current", "task_last_alive", "task_active",
                  "task_size", "heap_top", "heap_tail", "heap_size", "heap_used", "heap_available", "pool_used",
                  "pool_size", "pool_needed", "suggestion", "provable", "recommended", "scope_tasks", "scope_depth",

@@ -8,8 +8,10 @@ scheduler timeout the ``sub_class=`` line), in the forms seen in real logs:
 * ``bare``: the failure line alone (a code the runtime has no text for is not annotated);
 * ``abort``: only the scheduler's ``Fatal error (code=N)`` line (the process aborts first).
 
-Each case sits beside a small, valid, passing scope_stats file: without the log ``check`` passes it,
-with the log it must fail (exit 1) and say the code and its name.
+Each case is a failed run as the runtime's simulator leaves it: a run folder holding the host log alone
+(it writes no scope_stats file for a failed run).  ``check`` must fail it (exit 1) and say the code and its
+name.  Beside a small, valid, completed scope_stats file the same log is another run's: two runs, the file
+passing and the log failing.
 """
 
 from __future__ import annotations
@@ -62,32 +64,51 @@ def host_log(code: int, form: str) -> str:
 
 
 @pytest.fixture
-def run_dir(write_jsonl: WriteJsonl) -> Path:
-    """A run folder holding a small, valid scope_stats file of a run that passes ``check`` on its own."""
+def run_dir(tmp_path: Path) -> Path:
+    """A failed run's folder: the simulator leaves its host log alone (written by each test)."""
+    folder = tmp_path / "outputs" / "TestX_case_20261201_100000"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def completed_file(write_jsonl: WriteJsonl, folder: str) -> Path:
+    """A small, valid scope_stats file of a run that completed and passes ``check`` on its own."""
     lines = [rec("(unknown):0", "begin", 0), rec("(unknown):0", "end", 0, tw=(0, 1), heap=(0, 512), dp=(1, 2))]
-    f = write_jsonl([meta(total=2, task_window=16, heap=4096, dep_pool=64, tensormap=100), *lines],
-                    "run/dfx_outputs/scope_stats/scope_stats.jsonl")
-    return f.parents[2]
+    return write_jsonl([meta(total=2, task_window=16, heap=4096, dep_pool=64, tensormap=100), *lines],
+                       f"{folder}/scope_stats/scope_stats.jsonl")
 
 
 def test_a_scheduler_only_failure_fails_check_in_a_real_process(run_dir: Path) -> None:
     """orch_error_code=0 with sched_error_code=100: the run failed, so ``check`` exits 1 (it used to pass)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RINGTRACE_")}
-    argv = [sys.executable, "-m", "ringtrace", "check", str(run_dir)]
-    alone = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
-    assert alone.returncode == 0, alone.stdout + alone.stderr  # the records alone pass
     log = run_dir / "host.log"
     log.write_text(host_log(100, "detail"))
-    r = subprocess.run([*argv, "--host-log", str(log)], capture_output=True, text=True, env=env, timeout=120,
-                       check=False)
+    r = subprocess.run([sys.executable, "-m", "ringtrace", "check", str(run_dir)], capture_output=True, text=True,
+                       env=env, timeout=120, check=False)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stdout.startswith(f"FAIL {run_dir}/dfx_outputs/scope_stats/scope_stats.jsonl")
-    assert "sched_error_code=100 SCHEDULER_TIMEOUT (sub_class=S1:running-stalled)" in r.stdout
+    assert r.stdout.startswith(f"FAIL (no scope_stats file; host log {log}")
+    assert "SCHEDULER_TIMEOUT" in r.stdout
+
+
+def test_a_failed_runs_log_beside_a_completed_file_is_another_run(cli: Any, write_jsonl: WriteJsonl) -> None:
+    """The runtime writes no file for a failed run: a completed file and a failure log in one folder are two
+    runs; the file keeps its own verdict (ok), the log is a run of its own that fails; the file named alone is
+    that one run."""
+    f = completed_file(write_jsonl, "outputs/TestX_case_20261201_100000")
+    folder = f.parents[1]
+    (folder / "host.log").write_text(host_log(4, "detail"))
+    r = cli("check", folder)
+    assert r.code == 1, r.out + r.err
+    assert f"ok {f}" in r.out and "FAIL (no scope_stats file; host log" in r.out and "DEP_POOL_OVERFLOW" in r.out
+    one = cli("check", f)
+    assert one.code == 0 and one.out.strip() == f"ok {f}", one.out
+    obj = cli("summary", "--format", "json", f).file()
+    assert obj["verdict"]["kind"] == "healthy" and obj["host_log"] is None
+    assert [x["rule"] for x in obj["findings"]] == ["other_run_log"]
 
 
 @pytest.mark.parametrize(("code", "form"), CASES, ids=[f"{c}-{f}" for c, f in CASES])
 def test_every_code_is_named_failed_and_fails_check(cli: Any, run_dir: Path, code: int, form: str) -> None:
-    assert cli("check", run_dir).code == 0  # the records alone pass: the failure below is the log's
     log = run_dir / "host.log"
     log.write_text(host_log(code, form))
     name = ERROR_CODES[code].name if code in ERROR_CODES else None
@@ -106,11 +127,12 @@ def test_every_code_is_named_failed_and_fails_check(cli: Any, run_dir: Path, cod
     assert parsed.problems == ()
 
     said = f"{field}={code} {name}" if name else f"{field}={code} (code {code}, not in the runtime's enum)"
-    r = cli("check", "--host-log", log, run_dir)
+    r = cli("check", "--host-log", log)
     assert r.code == 1, r.out + r.err
-    assert r.out.startswith("FAIL ") and said in r.out
+    assert r.out.startswith("FAIL ") and (name or f"code {code}") in r.out
 
-    f = cli("summary", "--format", "json", "--host-log", log, run_dir).file()
+    f = cli("summary", "--format", "json", "--host-log", log).file()
+    assert f["verdict"]["kind"] == "failed" and f["verdict"]["code"] == code and f["verdict"]["severity"] == "error"
     h = f["host_log"]
     assert h["failed"] is True
     assert (h[field], h["error_name" if field == "orch_error_code" else "sched_error_name"]) == (code, name)
@@ -152,7 +174,8 @@ def test_a_failure_line_without_a_code_still_fails_check(cli: Any, run_dir: Path
     assert r.code == 1 and "runtime_status=-7 with no error code latched" in r.out
 
 
-def test_a_passing_log_passes_check(cli: Any, run_dir: Path) -> None:
+def test_a_passing_log_passes_check(cli: Any, write_jsonl: WriteJsonl) -> None:
+    run_dir = completed_file(write_jsonl, "run").parents[1]
     log = run_dir / "host.log"
     log.write_text("[INFO] run: [aicpu_executor.cpp:882] Thread 0: Completed\n[driver] run status: ok (0.1s)\n")
     r = cli("check", "--host-log", log, run_dir)
@@ -160,9 +183,10 @@ def test_a_passing_log_passes_check(cli: Any, run_dir: Path) -> None:
     assert r.out.startswith("ok ")
 
 
-def test_expect_never_needs_the_ring_buffer_sizes_line(cli: Any, run_dir: Path) -> None:
+def test_expect_never_needs_the_ring_buffer_sizes_line(cli: Any, write_jsonl: WriteJsonl) -> None:
     """At the default log level the runtime writes no 'Ring buffer sizes:' line: ``--expect`` compares
     with the metadata alone, and the log's absence of the line is no reason."""
+    run_dir = completed_file(write_jsonl, "run").parents[1]
     log = run_dir / "host.log"
     log.write_text("[INFO] run: [aicpu_executor.cpp:882] Thread 0: Completed\n[driver] run status: ok (0.1s)\n")
     r = cli("check", "--expect", "task_window=16,heap=4K,dep_pool=64", "--host-log", log, run_dir)

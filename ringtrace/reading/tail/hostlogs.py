@@ -1,6 +1,8 @@
-"""``watch --host-log-glob PATTERN``: the runtime's host log of a run, read when the run finishes.
+"""The runtime's host log of a run that ``watch`` follows, read when the run finishes.
 
-``PATTERN`` is matched relative to each run's directory (``hostlog_match.run_root``: the work
+By default the logs are found as ``summary`` finds them (``hostlog.plan.run_folder_logs``: ``host.log`` or a
+``*.log`` the parser recognises, directly in the run's folder or in the one holding its ``scope_stats/``);
+with ``--host-log-glob PATTERN``, ``PATTERN`` is matched relative to each run's directory (``hostlog_match.run_root``: the work
 dir of an L2 run, the out dir of an L3 run, a scene test's case folder), e.g. ``*.log``.  The
 logs found are parsed (:class:`~ringtrace.hostlog.parse.HostLogParser`) and matched to the finishing
 file as ``summary --host-log`` matches them (an L3 log to the rank its lines name).  The log is
@@ -21,7 +23,9 @@ from pathlib import Path
 import msgspec
 
 from ringtrace.hostlog.match import match_logs, run_root
+from ringtrace.hostlog.plan import recognised, run_folder_logs
 from ringtrace.hostlog.read import read_log
+from ringtrace.sources.paths import HOST_LOG_NAME
 from ringtrace.model.records import HostLog, utf8
 
 log = logging.getLogger("ringtrace.reading.tail")
@@ -37,7 +41,7 @@ class HostLogFinder:
     unreadable (each logged once).  Never raises: a log that cannot be read is logged and skipped.
     """
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str = "") -> None:
         self.pattern = pattern
         self._failed: set[Path] = set()
 
@@ -46,7 +50,8 @@ class HostLogFinder:
         root = Path(run_root(file))
         logs: list[HostLog] = []
         try:
-            candidates = sorted(p for p in root.glob(self.pattern) if p.is_file())
+            candidates = (sorted(p for p in root.glob(self.pattern) if p.is_file()) if self.pattern
+                          else run_folder_logs(file))
         except (OSError, ValueError) as err:
             self._warn(root, err)
             return None
@@ -56,6 +61,8 @@ class HostLogFinder:
             except OSError as err:
                 self._warn(path, err)
                 continue
+            if not self.pattern and path.name != HOST_LOG_NAME and not recognised(parts):
+                continue  # as summary: another *.log (a build log) is no host log
             logs += [msgspec.structs.replace(p, path=str(path.resolve())) for p in parts]
         if not logs:
             return None

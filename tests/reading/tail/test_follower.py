@@ -155,7 +155,8 @@ def test_idle_timeout_finishes_a_cut_file(tmp_path: Path, writer: Writer) -> Non
     fins = finished(f.finish("idle"))
     assert fins[0].reason == "idle"
     s = fins[0].summary
-    assert not s.complete and s.wedged
+    assert not s.complete and s.missing and s.open and not s.wedged  # cut short: its open scopes are no wedge
+    assert fins[0].verdict.kind == "cut_short"
     assert s.parse_errors == 1  # the half line at the cut, read at finish
     # the file changes again: a new run starts
     writer.do("write", data=data[12_345:])
