@@ -47,10 +47,11 @@ from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
 from ringtrace.sinks.prometheus import RUN_LABELS, PrometheusSink  # noqa: E402
 from ringtrace.sources.paths import find_sources  # noqa: E402
+from ringtrace.stages.findings import RULES  # noqa: E402
 from ringtrace.stages.run import Run  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
-PAGES = {"reference.md": ("metrics", "settings", "error-codes"),
+PAGES = {"reference.md": ("findings", "metrics", "settings", "error-codes"),
          "commands.md": (*(f"options-{c}" for c in HELP), "options-shared")}
 
 
@@ -268,6 +269,17 @@ def error_codes_table() -> str:
     return "\n".join(rows)
 
 
+# -- findings -------------------------------------------------------------------------------------
+
+
+def findings_table() -> str:
+    rows = ["| rule | severity | fails `check` | rests on | when |", "|---|---|---|---|---|"]
+    for r in RULES:
+        rows.append(f"| `{r.name}` | {r.severity} | {'yes' if r.fails_check else 'no'} | {_cell(r.rests_on)} | "
+                    f"{_cell(r.doc)} |")
+    return "\n".join(rows)
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 
@@ -278,6 +290,8 @@ def block(name: str) -> str:
         return settings_table()
     if name == "error-codes":
         return error_codes_table()
+    if name == "findings":
+        return findings_table()
     return options_table(name.removeprefix("options-"))
 
 

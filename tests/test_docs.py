@@ -68,7 +68,8 @@ def runnable_blocks() -> list[tuple[str, str]]:
 def test_the_runnable_examples_run(where: str, script: str, tmp_path: Path) -> None:
     fixtures = ROOT / "tests" / "fixtures"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "SAMPLES": str(fixtures / "samples"), "SIZING": str(fixtures / "sizing")}
+           "SAMPLES": str(fixtures / "samples"), "SIZING": str(fixtures / "sizing"),
+           "REALSIM": str(fixtures / "realsim")}
     proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, (where, proc.stdout, proc.stderr)

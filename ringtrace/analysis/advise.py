@@ -453,22 +453,36 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
 # -- per file ------------------------------------------------------------------------------------------
 
 
-def _units(runs: Sequence[RunFacts]) -> dict[str, dict[str, list[RunFacts]]]:
+def programs_of(runs: Sequence[RunFacts], program: str = "") -> list[str]:
+    """Each run's program: ``program`` when given (the user says they are one), else :func:`program_key`,
+    and then runs whose files began the same set of scope sites are one program even where their folders were
+    named by hand (the first name of the group stands for it)."""
+    if program:
+        return [program] * len(runs)
+    keys = [program_key(r.labels, r.path or (r.host_log.path if r.host_log else "")) for r in runs]
+    by_sites: dict[tuple[str, ...], str] = {}
+    for run, key in zip(runs, keys, strict=True):
+        if run.summary.sites:
+            by_sites.setdefault(run.summary.sites, key)
+    alias = {key: by_sites[r.summary.sites] for r, key in zip(runs, keys, strict=True) if r.summary.sites}
+    return [alias.get(k, k) for k in keys]
+
+
+def _units(runs: Sequence[RunFacts], program: str = "") -> dict[str, dict[str, list[RunFacts]]]:
     """program -> rank -> runs."""
     out: dict[str, dict[str, list[RunFacts]]] = {}
-    for run in runs:
+    for run, prog in zip(runs, programs_of(runs, program), strict=True):
         rank = run.labels.rank or (str(run.host_log.rank) if run.host_log is not None and
                                    run.host_log.rank is not None else "")
-        out.setdefault(program_key(run.labels, run.path or (run.host_log.path if run.host_log else "")),
-                       {}).setdefault(rank, []).append(run)
+        out.setdefault(prog, {}).setdefault(rank, []).append(run)
     return out
 
 
-def _pooled(runs: Sequence[RunFacts], headroom: float
+def _pooled(runs: Sequence[RunFacts], headroom: float, program: str = ""
             ) -> dict[str, tuple[dict[str, dict[Key, _Bound]], dict[str, list[str]], list[str]]]:
     """program -> (unit -> bounds, unit -> blocked failures, notes on what could not be pinned)."""
     out = {}
-    for prog, units in _units(runs).items():
+    for prog, units in _units(runs, program).items():
         bounds: dict[str, dict[Key, _Bound]] = {}
         blocked: dict[str, list[str]] = {}
         for unit, members in units.items():
@@ -496,12 +510,13 @@ def _in_use(bounds: dict[Key, _Bound]) -> list[Key]:
     return [k for k in sorted(bounds) if bounds[k].used]
 
 
-def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[RunAdvice]:
+def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, program: str = ""
+                ) -> list[RunAdvice]:
     """Advice for each run, in order, from the evidence of every run of its program on its rank."""
-    pooled = _pooled(runs, headroom)
+    pooled = _pooled(runs, headroom, program)
     out: list[RunAdvice] = []
-    for run in runs:
-        bounds_all, _, _ = pooled[program_key(run.labels, run.path or (run.host_log.path if run.host_log else ""))]
+    for run, prog in zip(runs, programs_of(runs, program), strict=True):
+        bounds_all, _, _ = pooled[prog]
         rank = run.labels.rank or (str(run.host_log.rank) if run.host_log and run.host_log.rank is not None else "")
         bounds = bounds_all[rank]
         s = run.summary
@@ -527,11 +542,13 @@ def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = 
 # -- per program -------------------------------------------------------------------------------------
 
 
-def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM) -> list[ProgramAnswer]:
-    """One answer per program (in order of first appearance), pooled over all its runs and ranks."""
+def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, program: str = ""
+                    ) -> list[ProgramAnswer]:
+    """One answer per program (in order of first appearance), pooled over all its runs and ranks; ``program``:
+    every run is that one program (``advise --program``)."""
     out: list[ProgramAnswer] = []
-    units = _units(runs)
-    for prog, (bounds, blocked, notes) in _pooled(runs, headroom).items():
+    units = _units(runs, program)
+    for prog, (bounds, blocked, notes) in _pooled(runs, headroom, program).items():
         keys = {k for unit_bounds in bounds.values() for k, b in unit_bounds.items() if b.used or b.failed}
         merged = {k: _merge(unit_bounds[k] for unit_bounds in bounds.values()) for k in sorted(keys)}
         members = [r for rs in units[prog].values() for r in rs]

@@ -45,9 +45,9 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
     summary, ok = common.read_inputs(args.paths, cfg, [], err, args.host_logs)
     fins = list(summary.finished)  # a run known from its host log alone is evidence too
     run_facts = facts(fins)
-    programs = advise_programs(run_facts, headroom)
+    programs = advise_programs(run_facts, headroom, args.program or "")
     files = [f for f in fins if f.source.path]
-    advice = advise_runs([rf for rf in run_facts if rf.path], headroom)
+    advice = advise_runs([rf for rf in run_facts if rf.path], headroom, args.program or "")
     if cfg.format == "json":
         sys.stdout.write(json.dumps(advise_json(files, advice, programs), indent=1) + "\n")
     else:

@@ -202,7 +202,10 @@ def add_parsers(sub: Any, command: Any, shared: Any) -> None:
     p = command(sub, "advise", "ring sizes from every run of a program: the proof, the answer or the next run")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="scope_stats files, host logs or directories to search: every run of a program is evidence")
-    p.add_argument("--headroom", type=float, help="share added over the need (default 0.1)")
+    p.add_argument("--headroom", type=float, help="share a final answer keeps over the proven need (default 0.1)")
+    p.add_argument("--program", metavar="NAME", default=None,
+                   help="every run given is one program, named NAME (else: by label, folder name less its "
+                        "timestamp, or the same set of scope sites)")
     p.add_argument("--each", action="store_true", default=None,
                    help="also one answer per file (the table's per-file sections; JSON always has files[])")
     p.add_argument("--format", choices=("table", "json"), help="table (default) or json")

@@ -18,8 +18,8 @@ contradict the file's is *another run* (``kind`` "other_run"), never paired: the
 sizes:`` line's value for any ring and resource, or the deadlock report's size of the short resource
 on its ring (``Heap ring R: ... size=``, ``Task ring R: ... active=A/S`` or a scope deadlock's task window,
 ``Pool used: A / S``; not the fanin spill pool, which scope_stats does not record), against
-the metadata's ``*_max`` for that ring (a dep-pool report names no ring: a size no ring has).  (For one run they are equal: the runtime writes the same
-capacities to both.)  A capacity of 0 (unknown) contradicts nothing.
+the metadata's ``*_max`` for that ring (a dep-pool report names no ring: a size no ring has).  (For one run
+they are equal: the runtime writes the same capacities to both.)  A capacity of 0 (unknown) contradicts nothing.
 
 A file takes at most one log: a rank-tagged log before an untagged one, then the first given.  What
 is not matched is returned with the reason, never guessed.  Which files are host logs and where they

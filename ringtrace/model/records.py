@@ -198,6 +198,7 @@ class RunSummary(msgspec.Struct, frozen=True):
     wedged: tuple[OpenScope, ...]  # outermost first; the last is where the run wedged
     max_depth: int
     open: tuple[OpenScope, ...] = ()  # scopes open at the snapshot, outermost first (once finished: wedged or cut)
+    sites: tuple[str, ...] = ()  # every scope site that began, sorted (what ``advise`` groups hand-named runs by)
 
     @property
     def open_scopes(self) -> int:

@@ -54,10 +54,10 @@ from ringtrace.model.records import RunFinished, SinkEvent, Wants
 from ringtrace.reading.tail import state as state_mod
 from ringtrace.reading.tail.follower import SETTLE, SLICE, Follower, Slice
 from ringtrace.reading.tail.hostlogs import HostLogFinder
-from ringtrace.sources.paths import HOST_LOG_NAME
 from ringtrace.reading.tail.inotify import TreeWatcher
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.sinks import STUCK_SECONDS, FanOut
+from ringtrace.sources.paths import HOST_LOG_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -162,6 +162,7 @@ class Pairer:
         self._last: dict[int, Record] = {}  # latest record per ring (every ring seen)
         self._batch: dict[int, Record] = {}  # see ``Peak.batch``: the record it is read from, per ring
         self._batch_full: set[int] = set()  # rings whose batch record is final
+        self._sites: set[str] = set()  # every site that began (``RunSummary.sites``)
         # by depth, for an open scope with closed nested scopes on its own ring: [its begin, the record
         # up to which its ring's allocation is accounted for, the record at its own first allocation or None]
         self._nest: list[list[Record | None] | None] = [None] * 66
@@ -198,6 +199,7 @@ class Pairer:
         capped = self.depth_cap_line
         scopes = 0
         batch, batch_full = self._batch, self._batch_full
+        add_site = self._sites.add
         meta = self.meta
         heap_caps = meta.heap_max if meta is not None else ()
         for e in recs:
@@ -217,6 +219,7 @@ class Pairer:
                 if depth >= DEPTH_CAP and not capped:
                     capped = self.depth_cap_line = e.line
             if e.phase == "begin":
+                add_site(e.site)
                 if stack:
                     top = stack[-1]
                     if top.depth >= depth:
@@ -431,7 +434,8 @@ class Pairer:
         if self.depth_cap_line:
             return CappedSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
                                  parse_errors, tuple(peaks), tensormap, opened if finished else (), self.max_depth,
-                                 opened, self.depth_cap_line, self.uncounted)
+                                 opened, sites=tuple(sorted(self._sites)), depth_cap_line=self.depth_cap_line,
+                                 uncounted=self.uncounted)
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
                           parse_errors, tuple(peaks), tensormap,
-                          opened if finished else (), self.max_depth, opened)
+                          opened if finished else (), self.max_depth, opened, sites=tuple(sorted(self._sites)))

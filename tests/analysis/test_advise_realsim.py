@@ -36,6 +36,7 @@ def answer(folder: Path) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(buf.getvalue())
     assert code == 0, out
     [program] = out["programs"]
+    assert isinstance(program, dict)
     return program
 
 

@@ -193,7 +193,7 @@ def test_tensormap_overflow(tmp_path: Path) -> None:
 def test_collapse_loads_ring_3_only(tmp_path: Path) -> None:
     obj = read(write(tmp_path, sim.named("collapse"))).obj
     heap = {r["ring"]: r for r in obj["rings"] if r["resource"] == "heap"}
-    assert heap[3]["high_water_ratio"] >= 0.8
+    assert heap[3]["need_ratio"] >= 0.8
     assert all(heap[r]["high_water"] == 0 for r in (0, 1, 2))
     assert "auto_scope_collapse" in {f["rule"] for f in obj["findings"]}
 

@@ -23,12 +23,14 @@ def test_start_run_and_exit_lines(tmp_path: Path) -> None:
     assert lines[0].startswith("ringtrace: INFO: watching ") and f"events: {tmp_path / 'e.jsonl'}" in lines[0]
     finished = [line for line in lines if "run finished: " in line]
     events = (tmp_path / "e.jsonl").read_text().splitlines()
-    assert len(finished) == len(events) == 6
-    assert any("NestedScopes_window4_flow_control_deadlock: wedged in nested_dummy_small_orch.cpp:75 (ring 3" in f
+    assert len(finished) == len(events) == 8  # the two failed runs known from their host logs alone too
+    assert any("NestedScopes_window4_flow_control_deadlock: error: wedged in nested_dummy_small_orch.cpp:75 "
+               "(depth 4, ring 3" in f for f in finished)
+    assert any("VectorExample_dep_pool4 (host log only): error: failed: orch_error_code=4 DEP_POOL_OVERFLOW" in f
                for f in finished)
-    assert any("TestPagedAttention_big16x2048_tight_20261130_101530: 0 error(s), 2 warning(s)" in f and
-               "worst ring 2" in f for f in finished)
-    assert lines[-1] == "ringtrace: INFO: stopped (exit 0): 6 run(s) finished"
+    assert any("TestPagedAttention_big16x2048_tight_20261130_101530: ok: completed" in f and
+               "largest proven need ring 2 task_window 31%" in f for f in finished)
+    assert lines[-1] == "ringtrace: INFO: stopped (exit 0): 8 run(s) finished"
 
 
 def test_json_log_format_and_quiet(tmp_path: Path) -> None:

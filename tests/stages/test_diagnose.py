@@ -210,8 +210,8 @@ def test_occupancy_is_never_a_need() -> None:
                                           task_window=16)))
     assert fin.findings == () and fin.verdict.kind == "healthy"
     assert "a proven need of 3" not in fin.verdict.text and "ring 1 task_window 3 of 16" in fin.verdict.text
-    streaming = finish(encode_lines(with_totals([rec("s", "begin", 1, heap=(0, 0)), rec("s", "end", 1, heap=(850, 900))],
-                                                heap=1024)))
+    streaming = finish(encode_lines(with_totals([rec("s", "begin", 1, heap=(0, 0)),
+                                                 rec("s", "end", 1, heap=(850, 900))], heap=1024)))
     assert streaming.verdict.kind == "near_capacity"  # its own 900 B were held until it exited
 
 

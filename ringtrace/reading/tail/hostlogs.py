@@ -2,10 +2,11 @@
 
 By default the logs are found as ``summary`` finds them (``hostlog.plan.run_folder_logs``: ``host.log`` or a
 ``*.log`` the parser recognises, directly in the run's folder or in the one holding its ``scope_stats/``);
-with ``--host-log-glob PATTERN``, ``PATTERN`` is matched relative to each run's directory (``hostlog_match.run_root``: the work
-dir of an L2 run, the out dir of an L3 run, a scene test's case folder), e.g. ``*.log``.  The
-logs found are parsed (:class:`~ringtrace.hostlog.parse.HostLogParser`) and matched to the finishing
-file as ``summary --host-log`` matches them (an L3 log to the rank its lines name).  The log is
+with ``--host-log-glob PATTERN``, ``PATTERN`` is matched relative to each run's directory
+(``hostlog_match.run_root``: the work dir of an L2 run, the out dir of an L3 run, a scene test's case
+folder), e.g. ``logs/*.log``.  The logs found are parsed (:class:`~ringtrace.hostlog.parse.HostLogParser`)
+and matched to the finishing file as ``summary --host-log`` matches them (an L3 log to the rank its lines
+name).  The log is
 read at the run's finish, so it holds what the runtime wrote up to then (the runtime prints its
 error lines before it exits, and the scope_stats file is written at teardown).
 
@@ -25,8 +26,8 @@ import msgspec
 from ringtrace.hostlog.match import match_logs, run_root
 from ringtrace.hostlog.plan import recognised, run_folder_logs
 from ringtrace.hostlog.read import read_log
-from ringtrace.sources.paths import HOST_LOG_NAME
 from ringtrace.model.records import HostLog, utf8
+from ringtrace.sources.paths import HOST_LOG_NAME
 
 log = logging.getLogger("ringtrace.reading.tail")
 
