@@ -380,10 +380,10 @@ class _Plan(msgspec.Struct, frozen=True):
     why: str
 
 
-def _closing(r: str, lo: int) -> int:
-    """The largest size whose completion closes a bracket over the proven need ``lo``: :data:`CLOSE` times it
-    (a dep pool's entries rounded down; a heap rounded up to its granule, a whole KiB; a window: ``lo``
-    itself, its granule, a power of two, being coarser); with nothing proven, the runtime's floor."""
+def _ceiling(r: str, lo: int) -> int:
+    """:data:`CLOSE` times a proven need, rounded to what the runtime accepts (a dep pool's entries rounded
+    down, a heap up to its granule, a whole KiB; a window: ``lo`` itself, its granule being coarser); with
+    nothing proven, the runtime's floor.  No final size exceeds it."""
     if not lo:
         return MIN_ACCEPTED[r]
     if r == "dep_pool":
@@ -391,12 +391,21 @@ def _closing(r: str, lo: int) -> int:
     return accept(r, lo) if r == "task_window" else accept(r, lo * CLOSE)
 
 
-def _below(r: str, hi: int) -> int | None:
+def _closing(r: str, lo: int, h: float) -> int:
+    """The largest size whose completion closes a bracket over the proven need ``lo``: :func:`_ceiling`; for
+    the dep pool, whose outcome near its minimum varies from run to run (timing), low enough that the final
+    size keeps ``h`` over the completion and still stays under the ceiling."""
+    if r == "dep_pool" and lo:
+        return max(MIN_ACCEPTED[r], math.floor(lo * CLOSE / (1 + h)))
+    return _ceiling(r, lo)
+
+
+def _below(r: str, hi: int, h: float) -> int | None:
     """The smallest accepted size whose failure closes a bracket under ``hi`` (None: none does)."""
     if r == "task_window":
         return accept_below(r, hi)
     p = max(MIN_ACCEPTED[r], math.floor(hi / CLOSE) - 2)
-    while p < hi and _closing(r, p + 1) < hi:
+    while p < hi and _closing(r, p + 1, h) < hi:
         p += 1
     return p if p < hi else None
 
@@ -415,13 +424,13 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
         else:  # a completion below what the records seemed to prove: the real run wins
             lo = hi_known
     lo_txt = f"at least {fmt(r, lo)} ({b.lo_why})" if lo else "no need proven yet"
-    close = _closing(r, lo)
+    close = _closing(r, lo, h)
     est = b.est
     if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held
         est = max(est, b.proven + b.request)
     est_txt = f"; the records show about {fmt(r, est)}" if est > lo else ""
     if hi_known is None:
-        p = max(close, _closing(r, est) if est > close else 0)
+        p = max(close, _closing(r, est, h) if est > close else 0)
         why = "no run completed yet" if b.hi is None else (f"{fmt(r, b.hi)} completed once but {fmt(r, lo - 1)} "
                                                            "failed: the outcome varies from run to run")
         return _Plan("grow", p, f"{why}; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
@@ -432,7 +441,7 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
         # headroom over the proven need, and over the completion as far as the bracket allows (near the
         # smallest size that completes an outcome can vary from run to run: format doc, "Sizing facts")
         rec = hi if r == "task_window" else max(hi, accept(r, lo * (1 + h)),
-                                                min(accept(r, hi * (1 + h)), _closing(r, lo)))
+                                                min(accept(r, hi * (1 + h)), _ceiling(r, lo)))
         how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
                f"{lo_txt}" + ("" if hi <= accept(r, lo or 1) else f", within {CLOSE - 1:.0%}"))
         head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
@@ -440,10 +449,10 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if est <= close:
         return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)} (a completion there "
                                         "closes the bracket)")
-    if _closing(r, est) < hi:
-        p = _closing(r, est)
+    if _closing(r, est, h) < hi:
+        p = _closing(r, est, h)
         return _Plan("probe_ok", p, f"{hi_txt}, {lo_txt}{est_txt}: measure at {fmt(r, p)}")
-    down = _below(r, hi)
+    down = _below(r, hi, h)
     if down is None or down < accept(r, lo or 1):
         return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)}")
     return _Plan("probe_low", down, f"{hi_txt}, {lo_txt}{est_txt}: measure at {fmt(r, down)} (a failure there "
