@@ -174,6 +174,7 @@ class _Shortfall(msgspec.Struct, frozen=True):
     code: int
     how: str = "failed"  # "wedged": a file's open scopes show it (no host log)
     requested: int = 0  # the heap bytes the failing allocation asked for (the deadlock report's Requested:)
+    backstop: bool = False  # the allocator gave up after ~500 ms without reclaim progress, proving nothing more
 
 
 def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
@@ -194,8 +195,9 @@ def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
     if cap is None and ring is not None and s.meta is not None:
         cap = s.meta.capacity(resource, ring)
     asked = log.requested_bytes if log is not None and resource == "heap" else None
+    backstop = log is not None and log.deadlock is not None and log.deadlock.backstop
     return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged",
-                      asked or 0)
+                      asked or 0, backstop)
 
 
 def _used(p: Peak) -> bool:
@@ -307,6 +309,9 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             continue
         pending.append(short)
     for short in pending:
+        hi = bounds[(short.ring, short.resource)].hi if short.ring is not None else None
+        if short.backstop and hi is not None and short.capacity is not None and short.capacity >= hi:
+            continue  # a wall-clock give-up where the same size completed: load, not a shortfall (re-run)
         if short.ring is not None:  # a report that names no ring is pinned later (_pin_ringless)
             _prove(bounds, short)
     return bounds, blocked

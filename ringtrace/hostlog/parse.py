@@ -17,7 +17,8 @@ data (binary garbage, a cut log, lines of any length).  Known lines (formats in 
   recommended: M)`` / ``(e.g. M)``.  The title names the resource: Heap Exhausted, Task Ring Full, Scope
   Deadlock, Dependency Pool (the dep pool), Fanin Spill Pool (the fanin spill pool, sized from
   ``ring_dep_pool``); a ``DepListPool exhausted`` / ``Fanin spill pool exhausted`` line outside a block opens one
-* ``Fatal error (code=N)`` (the scheduler's line; the only code when the process aborts first)
+* ``Fatal error (code=N)`` / ``Fatal error detected (code=N)`` (the scheduler's lines; the only code when the
+  process aborts first)
 * ``run status: ...``, ``scope_stats: wrote N records ... to PATH``, ``PATH NOT WRITTEN`` / ``PATH not produced``
 
 Codes are named from the runtime's enum (:data:`ringtrace.model.runtime.ERROR_CODES`) when the detail line
@@ -67,7 +68,7 @@ _FAILED = re.compile(r"^PTO2 runtime failed: orch_error_code=(-?\d+)(?: sched_er
 _DETAIL = re.compile(r"^error detail: (orch|sched)_error_code=(-?\d+) ([A-Za-z][A-Za-z0-9_]*)(?: \([^)]*\))?"
                      r"(?: - (.*))?$")
 _TIMEOUT = re.compile(r"(?:PTO2 )?scheduler timeout sub_class=(\S+)")
-_FATAL_CODE = re.compile(r"Fatal error \(code=(-?\d+)\)")
+_FATAL_CODE = re.compile(r"Fatal error (?:detected )?\(code=(-?\d+)\)")
 _WROTE = re.compile(r"^scope_stats: wrote (\d+) records \(dropped=\d+\) to (\S.*)$")
 _NOT_WRITTEN = re.compile(r"(\S+)\s+(?:was\s+)?(?:NOT WRITTEN|not produced)\b")
 _TASK_RING = re.compile(r"^Task ring (\d+): current=(-?\d+), last_alive=(-?\d+)(?:, active=(\d+)/(\d+))?")
@@ -305,7 +306,7 @@ class HostLogParser:
             else:
                 _keep(facts.written, w.group(2).strip())
                 facts.touched = True
-        if "Fatal error (code=" in msg:
+        if "Fatal error (code=" in msg or "Fatal error detected (code=" in msg:
             f = _FATAL_CODE.search(msg)
             if f is None:
                 self._problem("malformed_host_log", f"'Fatal error' line without an integer code: {_cut(msg)}")
@@ -427,6 +428,8 @@ class HostLogParser:
                 d["pool_needed"] = int(m.group(1))
         elif body.startswith("Provable head-of-line deadlock"):
             d["provable"] = True
+        elif body.startswith("No reclaim progress") or "cannot reclaim space after" in body:
+            d["backstop"] = True
         elif body.startswith(("DepListPool exhausted", "Fanin spill pool exhausted")):
             m = _EXHAUSTED.match(body)
             if m is None:

@@ -431,6 +431,7 @@ class Deadlock(msgspec.Struct, frozen=True):
     recommended: int | None = None  # the size the block suggests (``recommended: N``, ``(e.g. N)``)
     scope_tasks: int | None = None  # Scope Deadlock: tasks in the current scope
     scope_depth: int | None = None  # Scope Deadlock: the scope's depth
+    backstop: bool = False  # the allocator gave up after ~500 ms without reclaim progress (no provable deadlock)
 
     @property
     def resource(self) -> str | None:

@@ -33,7 +33,7 @@ HOST_LOG_KEYS = {"path", "rank", "orch_error_code", "code_source", "error_name",
 DEADLOCK_KEYS = {"kind", "line", "title", "ring", "requested_bytes", "task_current", "task_last_alive", "task_active",
                  "task_size", "heap_top", "heap_tail", "heap_size", "heap_used", "heap_available", "pool_used",
                  "pool_size", "pool_needed", "suggestion", "provable", "recommended", "scope_tasks", "scope_depth",
-                 "resource", "capacity", "pool"}
+                 "resource", "capacity", "pool", "backstop"}
 SIZES = ("[INFO] resolve_arena_sizing: [runtime_maker.cpp:546] Ring buffer sizes: task_window=[{tw}] heap=[{heap}] "
          "dep_pool=[{dep}]\n")
 
