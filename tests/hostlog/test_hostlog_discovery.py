@@ -298,6 +298,8 @@ def test_no_file_beside_a_log_outside_its_folder() -> None:
      "says ring 3 task_window size=4, the file's metadata says 16"),
     (_log("w/host.log", deadlock=Deadlock("dep_pool", 3, "t", ring=0, pool_size=4)),
      "says ring 0 dep_pool size=4, the file's metadata says 64"),
+    (_log("w/host.log", deadlock=Deadlock("dep_pool", 3, "t", ring=None, pool_size=4)),  # a size no ring has
+     "says a dep pool of 4 entries, the file's metadata says 64, 64, 64, 64 per ring"),
     (_log("w/host.log", ring_sizes=RingSizes((16,) * 4, (8192, 8192, 2 << 30, 8192), (64,) * 4)),
      f"says ring 2 heap={2 << 30} (its 'Ring buffer sizes' line), the file's metadata says 8192"),
 ])
@@ -311,7 +313,7 @@ def test_contradicting_capacities_are_another_run(log: HostLog, said: str) -> No
 
 @pytest.mark.parametrize("log", [
     _log("w/host.log", deadlock=Deadlock("heap", 3, "t", ring=1, heap_size=8192, task_size=99)),  # not short
-    _log("w/host.log", deadlock=Deadlock("dep_pool", 3, "t", ring=None, pool_size=4)),  # no ring: nothing to compare
+    _log("w/host.log", deadlock=Deadlock("dep_pool", 3, "t", ring=None, pool_size=64)),  # no ring: one that has it
     _log("w/host.log", deadlock=Deadlock("heap", 3, "t", ring=1, heap_size=None)),
     _log("w/host.log", ring_sizes=RingSizes((16,) * 4, (8192,) * 4, (64,) * 4)),
 ])
