@@ -196,8 +196,8 @@ class App:
             return False, ""
         stuck = self.fanout.stuck(self.clock())
         if stuck:
-            return False, "; ".join(f"sink {name} stuck: its oldest event has waited {waited:.0f}s"
-                                    for name, waited in stuck)
+            return False, "; ".join(f"sink {name} stuck: it has taken nothing for {idle:.0f}s"
+                                    for name, idle in stuck)
         return True, ""
 
     async def run(self) -> int:

@@ -1,8 +1,9 @@
 """Each sink on its own outlet (``FanOut.start``): a sink that blocks stops only itself.
 
 The sinks here block on a gate the test opens; time is an injected clock the test moves, and
-waits are conditions with deadlines.  A blocked sink is found stuck once its oldest event has
-waited ``stuck_after`` on that clock; then it loses RunStarted/RunProgress (counted), keeps
+waits are conditions with deadlines.  A blocked sink is found stuck once it has taken nothing for
+``stuck_after`` on that clock (however old its queue: a slow sink that moves is not stuck); then
+it loses RunStarted/RunProgress (counted), keeps
 RunFinished (delivered when it moves again, after its ``dropped`` hook), and no longer holds
 batches unsettled.  ``shutdown`` abandons a sink still blocked at the deadline.
 """
@@ -210,6 +211,31 @@ def test_once_shutdown_began_a_sink_that_still_moves_is_not_stuck(harnesses: lis
     assert step.calls == ["flush", "close"]
     assert h.fanout.abandoned == {"step": 0, "blocked": 1}
     assert h.fanout.dropped == {"step": 0, "blocked": 8}  # abandoned: its first run and the kept RunFinished
+
+
+def test_a_slow_sink_that_keeps_taking_events_is_not_stuck_however_old_its_queue(harnesses: list[Harness]) -> None:
+    """A loaded node catching up: the sink takes an event every 4 s of the clock while its oldest queued
+    event waits 20 s and more.  It is not stuck (nothing is shed, /readyz stays 200), and the batches it
+    holds hold the reader back instead; once it takes nothing for ``stuck_after`` it is."""
+    slow = StepSink("slow")
+    h = Harness([slow], stuck_after=5.0)
+    harnesses.append(h)
+    for i in range(6):
+        h.fanout.submit(run_events(f"r{i}"), i)  # 24 events queued at the clock's 100 s
+    wait_for(slow.inside.is_set, what="the sink in its first call")
+    for taken in range(1, 12):
+        h.clock.now += 4  # less than stuck_after since it last took one
+        slow.permits.release()
+        wait_for(lambda n=taken: len(slow.got) == n, what=f"{taken} event(s) taken")  # type: ignore[misc]
+        h.fanout.check()
+        assert h.fanout.stuck() == [], f"called stuck after {taken} events, its queue {4 * taken} s old"
+    assert h.fanout.dropped["slow"] == 0 and len(h.settled) < 6  # nothing shed: the reader waited for it
+    h.clock.now += 5.5  # now it takes nothing for longer than stuck_after
+    assert [name for name, _ in h.fanout.stuck()] == ["slow"]
+    h.fanout.check()
+    assert h.fanout.dropped["slow"] > 0
+    for _ in range(24):
+        slow.permits.release()
 
 
 def test_reopen_runs_on_each_sinks_worker_behind_its_events_and_failures_count(harnesses: list[Harness]) -> None:
