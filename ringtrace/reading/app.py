@@ -390,17 +390,18 @@ class App:
                 "inotify_rewatched": tree.rewatched, "inotify_overflows": tree.overflows}
 
     def watch_collector(self) -> Collector:
-        """:meth:`watch_counts` as :func:`watch_families`, read at each scrape (for the Prometheus sink's
-        ``register``); none while polling."""
+        """:meth:`watch_counts` as :func:`watch_families` (none while polling) and the reader's anomalies as
+        :func:`reader_families`, read at each scrape (for the Prometheus sink's ``register``)."""
         from prometheus_client.registry import Collector as Base
 
-        counts = self.watch_counts
+        counts, inodes = self.watch_counts, self.tailer.inodes
 
         class WatchCollector(Base):
             def collect(self) -> Iterator[Metric]:
                 c = counts()
                 if c:
                     yield from watch_families(c)
+                yield from reader_families(inodes.appended)
 
         return WatchCollector()
 
@@ -584,6 +585,16 @@ class App:
                     await self.on_hangup()
                 except Exception as err:
                     log.error("SIGHUP: %s", err)
+
+
+def reader_families(appended: int) -> list[Metric]:
+    """``ringtrace_runs_appended_after_finish_total``: finished runs whose file grew afterwards.  Pure."""
+    from prometheus_client.core import CounterMetricFamily
+
+    return [CounterMetricFamily("ringtrace_runs_appended_after_finish", "Finished runs whose file received more "
+                                "bytes afterwards (an anomaly: the runtime writes a file once); each is read again "
+                                "and its figures updated where a sink can, and the events file writes it once.",
+                                value=appended)]
 
 
 def watch_families(counts: Mapping[str, int]) -> list[Metric]:

@@ -14,9 +14,10 @@ line without a newline.  Pipes and terminals (``--events -``) cannot be truncate
 completes short writes itself.  A string that still holds surrogate escapes (a path that is not
 UTF-8) is written as JSON ``\\udcXX`` escapes rather than losing the line.
 
-**Each run once** (by ``run_key``), across restarts, lost state files and rotations: the keys
-written are kept in a key index beside the file, ``FILE.keys`` (:class:`KeyIndex`): one line per
-events line, ``<16 hex digits of the key's hash> <where that events line ends in FILE>``, appended
+**Each run once** (by ``run_key``, or by ``RunFinished.content_key``: the same run under another name),
+across restarts, lost state files, renames and rotations: the keys written are kept in a key index
+beside the file, ``FILE.keys`` (:class:`KeyIndex`): one line per key (two per events line),
+``<16 hex digits of the key's hash> <where that events line ends in FILE>``, appended
 (one ``write`` of whole lines, truncated back on a short write) after the events line is written.
 At open, once a torn tail is cut, the index is read whole and every key whose line ends past the end of
 the events file is dropped (the file's tail was lost while the index kept its keys: a power cut after
@@ -58,10 +59,10 @@ import msgspec
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
 
-KEYS_KEPT = 100_000
-"""Run keys remembered (the newest): a restart without its state over more finished runs than this
-can write the oldest again.  About 120 bytes of memory (measured: 12 MB at the bound) and 25 bytes of index
-file each."""
+KEYS_KEPT = 200_000
+"""Run keys remembered (the newest; two per run: 100,000 runs): a restart without its state over more
+finished runs than that can write the oldest again.  About 90 bytes of memory (measured: 18 MB at the
+bound) and 25 bytes of index file each."""
 INDEX_SUFFIX = ".keys"
 _CHUNK = 1 << 16
 """How much is read at a time when looking back for the last newline of a torn file."""
@@ -207,7 +208,7 @@ class KeyIndex:
 
     def __init__(self, kept: int = KEYS_KEPT) -> None:
         self.kept = kept
-        self.hashes: dict[int, int] = {}  # hash -> where its events line ends (0: in a rotated file)
+        self.hashes: dict[int, bool] = {}  # hash -> its events line is in the file at the path (False: rotated away)
         self.path: str | None = None
         self.fd = -1
         self.lines = 0  # lines in the file
@@ -224,10 +225,10 @@ class KeyIndex:
     def __len__(self) -> int:
         return len(self.hashes)
 
-    def _keep(self, h: int, end: int) -> None:
+    def _keep(self, h: int, here: bool) -> None:
         hashes = self.hashes
         hashes.pop(h, None)
-        hashes[h] = end
+        hashes[h] = here
         if len(hashes) > self.kept:
             del hashes[next(iter(hashes))]
 
@@ -292,7 +293,7 @@ class KeyIndex:
             if size is not None and end > size:
                 self.dropped += 1  # its line is gone from the events file: the run is to be written again
                 continue
-            self._keep(key, end)
+            self._keep(key, end > 0)
             self.end = end if self.end is None else max(self.end, end)
         if self.bad_lines:
             self.end = None  # an index with a bad line is not trusted to say where it ends: read the whole file
@@ -302,7 +303,7 @@ class KeyIndex:
         lines = []
         for key in keys:
             h = key_hash(key)
-            self._keep(h, end)
+            self._keep(h, True)
             lines.append(b"%016x %d\n" % (h, end))
         if not lines or self.fd < 0:
             return
@@ -348,17 +349,18 @@ class KeyIndex:
         """The events lines written so far are in a file rotated away (renamed, deleted, truncated under the
         sink): their keys are kept with the end 0, which no later truncation of the file at the path drops."""
         for h in self.hashes:
-            self.hashes[h] = 0
+            self.hashes[h] = False
         self.end = 0
         self.compact(0)
 
     def compact(self, end: int) -> bool:
-        """Rewrite the file with the keys kept (the newest ``kept``), each with where its line ends (at most
-        ``end``); atomically.  False when it could not be (logged)."""
+        """Rewrite the file with the keys kept (the newest ``kept``), each ending by ``end`` (0: its line is
+        in a rotated file); atomically.  False when it could not be (logged).  (A later truncation below
+        ``end`` drops them all at open; those whose lines are still there are found again by the scan.)"""
         if self.path is None or self._pending:
             return False
         directory = os.path.dirname(self.path) or "."
-        data = b"".join(b"%016x %d\n" % (h, min(e, end)) for h, e in self.hashes.items())
+        data = b"".join(b"%016x %d\n" % (h, end if here else 0) for h, here in self.hashes.items())
         self._compact_at = self.lines + self.kept // 2  # if this fails, try again only that much later
         try:
             tfd, tmp = tempfile.mkstemp(dir=directory, prefix=".keys-")
@@ -473,8 +475,11 @@ class EventsSink:
             self._index.add(keys, size)
 
     def receive(self, event: SinkEvent) -> None:
-        if not isinstance(event, RunFinished) or (event.key and event.key in self._index):
-            return  # a run in the file already (same file, same bytes; "" is never remembered) is not repeated
+        if not isinstance(event, RunFinished):
+            return
+        keys = [k for k in (event.key, event.content_key) if k]  # "" is never remembered
+        if any(k in self._index for k in keys):
+            return  # a run in the file already (same file, same bytes, under this name or another) is not repeated
         obj = file_object(event)
         obj["reason"] = event.reason
         if event.key:
@@ -490,8 +495,8 @@ class EventsSink:
             end = self._write(line + b"\n", event.source.path)
             if self._regular and self._index.end is not None and end - len(line) - 1 < self._index.end:
                 self._index.rotated()  # the file was truncated under the sink (copytruncate): its lines are elsewhere
-            if event.key:
-                self._index.add((event.key,), end)
+            if keys:
+                self._index.add(keys, end)
 
     def _write(self, line: bytes, what: str) -> int:
         """Write ``line`` whole; where it ends in the file (0 for a stream)."""

@@ -130,6 +130,9 @@ class Tailer:
             saved = self._saved.pop(str(path), None)
             if saved is not None:
                 f.generation = max(f.generation, saved.generation)
+                if not saved.finished and saved.key:  # it was reading a finished run again: the run's keys
+                    f.resumes = Finished(saved.dev, saved.ino, 0, 0, "", str(path), max(0, saved.generation - 1),
+                                         (saved.key, saved.content_key))
                 if saved.finished:
                     fin = _finished(str(path), saved)
                     f.ident = (fin.dev, fin.ino)
@@ -432,10 +435,11 @@ class Tailer:
                 continue
             if f.run is None and fin is not None and fin.run not in undelivered:
                 files[str(path)] = state_mod.FileState(fin.dev, fin.ino, fin.size, fin.mtime_ns, f.generation, True,
-                                                       fin.digest)
+                                                       fin.digest, *fin.keys)
             else:
+                again = f.continues if f.run is not None else None
                 files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.offset, f.read_mtime, f.generation,
-                                                       False)
+                                                       False, "", *(again.keys if again is not None else ("", "")))
         logs = {str(path): state_mod.FileState(*seen, 0, True) for path, (seen, keys) in list(self._logs.items())
                 if not any((k, 0) in undelivered for k in keys)}
         return state_mod.State(files={**self._saved, **files}, host_logs={**self._logs_saved, **logs})
@@ -467,4 +471,5 @@ class _Moves:
 
 
 def _finished(path: str, saved: state_mod.FileState) -> Finished:
-    return Finished(saved.dev, saved.ino, saved.size, saved.mtime_ns, saved.digest, path)
+    return Finished(saved.dev, saved.ino, saved.size, saved.mtime_ns, saved.digest, path, max(-1, saved.generation - 1),
+                    (saved.key, saved.content_key))

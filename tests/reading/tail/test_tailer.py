@@ -13,10 +13,11 @@ from pathlib import Path
 
 from ringtrace.model.records import RunProgress, RunStarted, SinkEvent
 from ringtrace.reading.tail import state as state_mod
+from ringtrace.reading.tail.follower import SETTLE
 from ringtrace.reading.tail.tailer import PAUSE, Tailer
 from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished, read_events
-from tests._support.samples import NESTED
+from tests._support.samples import NESTED, beyond_total
 from tests._support.writer import Writer
 
 IDLE = 30.0
@@ -170,3 +171,29 @@ def test_time_the_agent_did_not_run_is_not_idle_time(tmp_path: Path, writer: Wri
     [fin] = finished(ticks(t, wake + IDLE - 10.0, wake + IDLE - 10.0))
     assert fin.reason == "idle"
     writer.do("close")
+
+
+def test_a_restart_while_a_finished_run_is_read_again_keeps_its_keys(tmp_path: Path, writer: Writer) -> None:
+    """More records arrived after the run finished, and the agent stops while it reads the run again: the
+    state says whose run that is, so the restart reads it as that run (its keys, which the events file
+    knows), not as a new one."""
+    tree = tmp_path / "tree"
+    path = run_dir(tree, writer)
+    data, cut = beyond_total(681)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=data[:cut])
+    t = Tailer([str(tree)], Thresholds(), idle_timeout=IDLE, settle=SETTLE)
+    t.discover(0.0, WALL)
+    [first] = finished(drain(t, 0.0) + ticks(t, 0.0, 1.0))  # quiet for ``settle``: complete
+    writer.do("write", data=data[cut:])
+    writer.do("close")
+    t.changed([str(path)])
+    assert finished(drain(t, 2.0)) == [] and t.followers[path].active  # read again, waiting to settle
+    assert t.inodes.appended == 1
+    store = state_mod.Store(tmp_path / "state")
+    assert store.save(t.snapshot())
+    again = Tailer([str(tree)], Thresholds(), idle_timeout=IDLE, settle=SETTLE, saved=store.load())
+    again.discover(5.0, WALL)
+    [second] = finished(drain(again, 5.0) + ticks(again, 5.0, 6.0))
+    assert (second.key, second.content_key) == (first.key, first.content_key)
+    assert (first.summary.records, second.summary.records) == (681, 1362)
