@@ -147,6 +147,7 @@ class App:
                              HostLogFinder(glob) if glob else None, glob if "/" not in glob else "",
                              settle=0.0 if cfg.once else SETTLE)
         self.ready = False
+        self._ready_or_done = asyncio.Event()  # set when ready becomes True, and when reading ends
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)
         self._dirty: set[str] = set()
@@ -185,6 +186,11 @@ class App:
         self.fanout.hurry()  # a sink idle for a second now is stuck: it must not hold the last slice back
         self._stopping.set()
         self._wake.set()
+
+    async def wait_ready(self) -> bool:
+        """Wait (in the app's loop, while ``run()`` runs) until the watch runs; False when reading ended first."""
+        await self._ready_or_done.wait()
+        return self.ready
 
     def hangup(self) -> None:
         """SIGHUP: reopen the sinks' outputs and call ``on_hangup`` (in the ``hangups`` task)."""
@@ -267,6 +273,7 @@ class App:
                     async with asyncio.timeout(10):
                         await self._wait_any(self._watching, self._stopping)
                 self.ready = True
+                self._ready_or_done.set()
             next_rescan = self.clock() + self.cfg.rescan_interval
             while not self._stopping.is_set():
                 await self._drain()
@@ -297,6 +304,7 @@ class App:
             # with --state-dir an open run is read whole after the restart: no partial is emitted now
         finally:
             self.ready = False
+            self._ready_or_done.set()
             await self._queue.put(None)  # the sink worker saves the state once everything is delivered
 
     async def _take_dirty(self) -> None:

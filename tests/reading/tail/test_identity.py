@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ringtrace.model.records import SinkEvent
 from ringtrace.reading.tail.follower import SETTLE, Follower
 from ringtrace.reading.tail.tailer import Tailer
@@ -311,6 +313,7 @@ def test_a_run_that_gets_more_records_after_its_finish_is_reported_once(tmp_path
     assert len(list(traces.iterdir())) == 1  # one trace, rewritten with every record
 
 
+@pytest.mark.slow  # four watch processes
 def test_a_run_renamed_after_a_finish_its_state_missed_is_reported_once(tmp_path: Path, writer: Writer) -> None:
     """The agent wrote a run's line, but its state missed the finish (a kill -9 in the 0.2 s before the
     save); the run directory is renamed while the agent is down.  The restart reads the run under its new

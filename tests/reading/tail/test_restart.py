@@ -23,6 +23,8 @@ import pytest
 
 from tests._support.samples import SAMPLES
 
+pytestmark = pytest.mark.slow  # each test runs watch processes
+
 FILES = [SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl",
          SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl",
          SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"]
