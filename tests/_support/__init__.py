@@ -11,5 +11,5 @@
   ``app`` — the live App in a thread of its own with an injected clock; ``healthz`` — a big host log and
   a ``/healthz`` prober; ``golden`` — every exporter's output of a golden case, made deterministic.
 * ``perfetto_ui`` — the real Perfetto UI and its trace processor in headless Chromium.
-* ``ports``, ``require`` (fail in CI, skip on a laptop), ``rss``, ``tmpfs``.
+* ``ports``, ``require`` (fail in CI, skip on a laptop), ``tmpfs``.
 """
