@@ -393,7 +393,8 @@ class Tailer:
     def _slept_for(self, gap: float) -> None:
         """The agent did not run for ``gap`` seconds: that time does not count towards any run's idleness."""
         self.slept += gap
-        log.info("no tick for %.1fs (the agent was stopped, paused or throttled): not counted as idle time", gap)
+        log.log(logging.INFO if gap >= 10 * self.pause else logging.DEBUG,
+                "no tick for %.1fs (the agent was stopped, paused, throttled or busy): not counted as idle time", gap)
         for f in self.followers.values():
             if f.active:
                 f.last_change += gap
