@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench docs system-deps otel-newest proto clean
+.PHONY: demo test test-fast lint typecheck pytest bench docs golden system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +41,20 @@ pytest: $(STAMP) system-deps otel-newest
 
 test: lint typecheck pytest
 
+# unit and golden tests only (pytest -m "not slow": no watch processes, servers or browsers; about a
+# minute); tests/conftest.py says what is slow
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
 # the tables of docs/ that the code holds (metrics, settings, options, error codes); tests/test_docs.py
 # fails when they are stale
 docs: $(STAMP)
 	$(BIN)/python docs/generate.py
+
+# every golden case's expected outputs (summary, check and each exporter's) written again from the code;
+# review the diff before committing (tests/golden/README.md)
+golden: $(STAMP)
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench_summary.py

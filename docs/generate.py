@@ -42,7 +42,7 @@ from ringtrace import config  # noqa: E402
 from ringtrace.cli import HELP, build_parser  # noqa: E402
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source  # noqa: E402
 from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES  # noqa: E402
-from ringtrace.reading.app import watch_families  # noqa: E402
+from ringtrace.reading.app import reader_families, watch_families  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
 from ringtrace.sinks.prometheus import RUN_LABELS, PrometheusSink  # noqa: E402
@@ -104,7 +104,7 @@ def exposition() -> str:
     sink.register(FanOut([_Named()]).collector())
     sink.register(OtlpCollector(lambda: {}))
     sink.register(_Families(watch_families({"inotify_watches": 0, "inotify_unwatched": 0,
-                                            "inotify_rewatched": 0, "inotify_overflows": 0})))
+                                            "inotify_rewatched": 0, "inotify_overflows": 0}) + reader_families(0)))
     return generate_latest(sink.registry).decode()
 
 

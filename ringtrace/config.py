@@ -49,6 +49,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     host_log_glob: str = ""
     once: bool = False
     quiet: bool = False  # watch: no start, per-run and exit lines on stderr
+    sink_stuck_timeout: float = 5.0  # a sink holding events that took none for this long is stuck (sinks.STUCK_SECONDS)
     # prometheus
     metrics_addr: str = ""
     web_config: str = ""
@@ -77,7 +78,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 FIELDS: tuple[str, ...] = tuple(f for f in Config.__struct_fields__ if f != "otel_env")
 FLOAT_FIELDS: tuple[str, ...] = tuple(n for n, t in get_type_hints(Config).items() if t is float)
-SECONDS_FIELDS = ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl")
+SECONDS_FIELDS = ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl", "sink_stuck_timeout")
 MAX_SECONDS = 366 * 86400
 """Durations above a year are refused (they also overflow thread and socket timeouts)."""
 

@@ -1,4 +1,10 @@
-"""Fixtures every test may use (the helpers they are built from live in ``tests/_support/``).
+"""Fixtures every test may use (the helpers they are built from live in ``tests/_support/``), and the lanes.
+
+Lanes: ``make test-fast`` runs ``pytest -m "not slow"`` (unit and golden tests, under a minute);
+``make test`` runs everything.  A test is ``slow`` when it is marked so (``@pytest.mark.slow``, or
+``pytestmark`` for a whole module: real ``ringtrace`` processes, servers, browsers, large inputs), and
+automatically when it starts agents (it asks for the ``agents`` fixture) or lives in ``tests/e2e``
+or ``tests/deploy``.
 
 * ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test.
 * ``cli`` — ``cli(*argv)`` runs ``ringtrace.cli.main`` in-process and returns a
@@ -50,3 +56,15 @@ def write_jsonl(tmp_path: Path) -> WriteJsonl:
         return path
 
     return write
+
+
+SLOW_FIXTURES = {"agents"}
+SLOW_FOLDERS = {"e2e", "deploy"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` what starts agents or lives in an end-to-end folder (see the module docstring)."""
+    for item in items:
+        folders = set(item.path.relative_to(Path(__file__).parent).parts[:-1])
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or SLOW_FOLDERS & folders:
+            item.add_marker(pytest.mark.slow)

@@ -64,6 +64,7 @@ def runnable_blocks() -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # the generator over every sample and exporter; examples as processes
 @pytest.mark.parametrize(("where", "script"), runnable_blocks())
 def test_the_runnable_examples_run(where: str, script: str, tmp_path: Path) -> None:
     fixtures = ROOT / "tests" / "fixtures"
@@ -75,6 +76,7 @@ def test_the_runnable_examples_run(where: str, script: str, tmp_path: Path) -> N
     assert proc.returncode == 0, (where, proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow  # the generator over every sample and exporter; examples as processes
 def test_the_generated_tables_are_current() -> None:
     """The metrics, settings, options and error-code tables are what ``docs/generate.py`` makes of
     the code now (``make docs`` rewrites them)."""
@@ -83,6 +85,7 @@ def test_the_generated_tables_are_current() -> None:
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr
 
 
+@pytest.mark.slow  # the generator over every sample and exporter; examples as processes
 def test_the_generator_sees_a_stale_table(tmp_path: Path) -> None:
     """--check fails on a page whose table lost a row or gained a wrong default, and names the page."""
     pages = tmp_path / "docs"

@@ -9,9 +9,16 @@ Host-log cases (``hostlog_*``) hold a runtime host log beside (or instead of) th
 ``args.json``: the summary's arguments instead of ``.`` (e.g. ``["--host-log", "host.log", "."]``);
 ``expected_check.txt`` is ``ringtrace check`` with the same arguments, its exit code on the first line.
 
-Regenerate after an intended change with::
+Every exporter's output is golden too (``tests/_support/golden.py`` makes them and says what it
+normalises: the wall clock and the versions): ``expected.events.jsonl`` (the events file),
+``expected.prom`` (the Prometheus exposition), ``expected.perfetto.txt`` (the Perfetto trace as text) and
+``expected.otlp.json`` (the OTLP export requests as JSON); the whole real runs of :data:`WHOLE_RUNS`
+have no trace or span golden (megabytes each: their events and metrics are golden, and the smaller
+cases cover every kind of slice and span).
 
-    UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/test_golden.py
+Regenerate after an intended change with one command (``tests/golden/README.md``)::
+
+    make golden        # UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/test_golden.py
 
 and review the diff by hand against the raw lines before committing: the numbers must follow the
 issue's formulas (``high_water = end.R_end - begin.R_start``, ``live_at_exit = end.R_end -
@@ -23,6 +30,7 @@ figures checked by hand against the raw lines.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import defaultdict
@@ -32,6 +40,7 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
+from tests._support.golden import EXPORTERS, exporter_outputs
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input").is_dir())
@@ -44,6 +53,11 @@ def case_args(case: str) -> list[str]:
 
 
 HOSTLOG_CASES = [c for c in CASES if (GOLDEN / c / "args.json").exists()]
+WHOLE_RUNS = frozenset({"l3_nested_two_ranks", "scene_bgemm", "scene_nested_small", "scene_paged_attention_tight"})
+"""Cases of whole real runs (hundreds of scopes): their Perfetto text and OTLP JSON run to megabytes, so
+only their events and metrics are golden."""
+EXPORTER_CASES = [(c, x) for c in CASES for x in EXPORTERS
+                  if c not in WHOLE_RUNS or x in ("events.jsonl", "prom")]
 
 
 def run_summary(case: str, fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -83,6 +97,24 @@ def test_summary_table(case: str, capsys: pytest.CaptureFixture[str], monkeypatc
     assert code == 0
     assert "\x1b[" not in out  # no colour codes when not on a terminal
     _check(GOLDEN / case / "expected.txt", out)
+
+
+@functools.cache
+def _exported(case: str) -> dict[str, str]:
+    return exporter_outputs(GOLDEN / case, case_args(case), [x for c, x in EXPORTER_CASES if c == case])
+
+
+@pytest.mark.parametrize(("case", "exporter"), EXPORTER_CASES)
+def test_exporter_output(case: str, exporter: str) -> None:
+    """The events file, the Prometheus exposition, the Perfetto trace and the OTLP requests of the case."""
+    _check(GOLDEN / case / f"expected.{exporter}", _exported(case)[exporter])
+
+
+def test_every_exporter_golden_is_made_by_the_test() -> None:
+    """No stale expected file: each one is compared by :func:`test_exporter_output` (a case left out keeps none)."""
+    made = {GOLDEN / c / f"expected.{x}" for c, x in EXPORTER_CASES}
+    found = {p for x in EXPORTERS for p in GOLDEN.glob(f"*/expected.{x}")}
+    assert found <= made, sorted(str(p) for p in found - made)
 
 
 @pytest.mark.parametrize("case", HOSTLOG_CASES)

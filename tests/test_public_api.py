@@ -49,17 +49,3 @@ def test_the_pure_stages_work_through_the_public_api() -> None:
     assert isinstance(fin, ringtrace.RunFinished)
     heap = next(p for p in fin.summary.peaks if p.ring == 1 and p.resource == "heap")
     assert (heap.high_water, heap.high_water_ratio, fin.summary.complete) == (48, 0.75, True)
-
-
-@pytest.mark.parametrize(("old", "new", "name", "home"),
-                         [("ringtrace.records", "ringtrace.model.records", "RunFinished", "ringtrace.model.records"),
-                          ("ringtrace.records", "ringtrace.model.records", "TreeDiff", "ringtrace.analysis.diff"),
-                          ("ringtrace.sim", "ringtrace.demo.sim", "Scenario", "ringtrace.demo.sim")])
-def test_the_old_module_paths_still_import_with_a_deprecation_note(old: str, new: str, name: str, home: str) -> None:
-    code = (f"import warnings; warnings.simplefilter('always')\n"
-            f"with warnings.catch_warnings(record=True) as w:\n"
-            f"    import {old} as o, {home} as n\n"
-            f"print(o.{name} is n.{name}, [str(x.message) for x in w if x.category is DeprecationWarning])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    same, said = out.stdout.strip().split(" ", 1)
-    assert same == "True" and f"{old} moved to {new}" in said

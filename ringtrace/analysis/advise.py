@@ -60,11 +60,9 @@ from ringtrace.model.runtime import (
 DEFAULT_HEADROOM = 0.1
 CLOSE = 1.25
 """A bracket is closed when a size that completed is at most this many times the proven need."""
-COMPILE_DEFAULT = COMPILE_DEFAULTS  # the names of the previous release
-CONFIG_KEY = CONFIG_KEYS
-__all__ = ["COMPILE_DEFAULT", "CONFIG_KEY", "DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept",
-           "advice_json", "advise", "advise_programs", "advise_runs", "fmt", "group_key", "next_above",
-           "program_json", "program_key", "run_config_json", "snippet"]
+__all__ = ["DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept", "advice_json", "advise",
+           "advise_programs", "advise_runs", "fmt", "group_key", "next_above", "program_json", "program_key",
+           "run_config_json", "snippet"]
 
 
 class RunFacts(msgspec.Struct, frozen=True):

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
     p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
     p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
+    p.add_argument("--sink-stuck-timeout", type=float,
+                   help="seconds an output may hold events without taking any before it is called stuck and "
+                        "sheds them; /readyz says 503 meanwhile (default 5)")
     p.add_argument("--perfetto-dir", metavar="DIR", help="write one Perfetto trace per finished run here")
     p.add_argument("--report-dir", metavar="DIR", help="write one offline HTML report per finished run here")
     p.add_argument("--perfetto-format", choices=config_mod.literal_choices("perfetto_format"),

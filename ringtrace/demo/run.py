@@ -2,7 +2,8 @@
 service follows it with every configured sink; at the end, the per-run summary and what to open.
 
 The pauses between the simulator's steps are pacing for a person watching, not
-synchronisation: the demo then waits for the service's finished runs, with a deadline.
+synchronisation: the demo waits for the watch to run (``App.wait_ready``) and then for the
+service's finished runs (``SummarySink.wait_finished``, with a deadline).
 """
 
 from __future__ import annotations
@@ -35,17 +36,14 @@ async def _drive(service: Service, root: Path, pace: float, summary: SummarySink
                  out: Console) -> int:
     app = service.app
     task = asyncio.create_task(app.run())
-    while not app.ready and not task.done():
-        await asyncio.sleep(0.01)
+    await app.wait_ready()
     files: set[Path] = set()
     for step in write_tree(root, ts=time.strftime("%Y%m%d_%H%M%S")):
         if step.action == "create":
             files.add(step.path)
             out.print(f"[dim]writer:[/] {step.path.relative_to(root)} ({step.scenario})", highlight=False)
         await asyncio.sleep(pace)
-    deadline = time.monotonic() + FINISH_DEADLINE
-    while len(summary.finished) < len(files) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await asyncio.to_thread(summary.wait_finished, len(files), FINISH_DEADLINE)
     if serve:  # what was followed first, then keep serving
         print_summaries(out, summary)
         out.print("serving until Ctrl-C ...")

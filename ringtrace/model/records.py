@@ -376,6 +376,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     last_line: int = 0  # the line of the run's last record (0: none)
     seen_at: float = 0.0  # as on RunStarted: when the file was first seen (its mtime for one-shot reads)
     verdict: Verdict = NOT_ASSESSED  # the one verdict (``ringtrace.stages.verdict``)
+    content_key: str = ""  # the run's identity under any name (file identity, content and mtime, no path); watch only
 
     @property
     def wedge_cause(self) -> WedgeCause | None:

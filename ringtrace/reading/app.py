@@ -148,6 +148,7 @@ class App:
                              HostLogFinder(glob), (glob or HOST_LOG_NAME) if "/" not in glob else "",
                              settle=0.0 if cfg.once else SETTLE)
         self.ready = False
+        self._ready_or_done = asyncio.Event()  # set when ready becomes True, and when reading ends
         self.polling = cfg.poll
         self.in_flight = InFlight(in_flight_bytes)
         self._dirty: set[str] = set()
@@ -187,6 +188,11 @@ class App:
         self._stopping.set()
         self._wake.set()
 
+    async def wait_ready(self) -> bool:
+        """Wait (in the app's loop, while ``run()`` runs) until the watch runs; False when reading ended first."""
+        await self._ready_or_done.wait()
+        return self.ready
+
     def hangup(self) -> None:
         """SIGHUP: reopen the sinks' outputs and call ``on_hangup`` (in the ``hangups`` task)."""
         self._hup.set()
@@ -197,8 +203,8 @@ class App:
             return False, ""
         stuck = self.fanout.stuck(self.clock())
         if stuck:
-            return False, "; ".join(f"sink {name} stuck: its oldest event has waited {waited:.0f}s"
-                                    for name, waited in stuck)
+            return False, "; ".join(f"sink {name} stuck: it has taken nothing for {idle:.0f}s"
+                                    for name, idle in stuck)
         return True, ""
 
     async def run(self) -> int:
@@ -268,6 +274,7 @@ class App:
                     async with asyncio.timeout(10):
                         await self._wait_any(self._watching, self._stopping)
                 self.ready = True
+                self._ready_or_done.set()
             next_rescan = self.clock() + self.cfg.rescan_interval
             while not self._stopping.is_set():
                 await self._drain()
@@ -298,6 +305,7 @@ class App:
             # with --state-dir an open run is read whole after the restart: no partial is emitted now
         finally:
             self.ready = False
+            self._ready_or_done.set()
             await self._queue.put(None)  # the sink worker saves the state once everything is delivered
 
     async def _take_dirty(self) -> None:
@@ -391,17 +399,18 @@ class App:
                 "inotify_rewatched": tree.rewatched, "inotify_overflows": tree.overflows}
 
     def watch_collector(self) -> Collector:
-        """:meth:`watch_counts` as :func:`watch_families`, read at each scrape (for the Prometheus sink's
-        ``register``); none while polling."""
+        """:meth:`watch_counts` as :func:`watch_families` (none while polling) and the reader's anomalies as
+        :func:`reader_families`, read at each scrape (for the Prometheus sink's ``register``)."""
         from prometheus_client.registry import Collector as Base
 
-        counts = self.watch_counts
+        counts, inodes = self.watch_counts, self.tailer.inodes
 
         class WatchCollector(Base):
             def collect(self) -> Iterator[Metric]:
                 c = counts()
                 if c:
                     yield from watch_families(c)
+                yield from reader_families(inodes.appended)
 
         return WatchCollector()
 
@@ -585,6 +594,16 @@ class App:
                     await self.on_hangup()
                 except Exception as err:
                     log.error("SIGHUP: %s", err)
+
+
+def reader_families(appended: int) -> list[Metric]:
+    """``ringtrace_runs_appended_after_finish_total``: finished runs whose file grew afterwards.  Pure."""
+    from prometheus_client.core import CounterMetricFamily
+
+    return [CounterMetricFamily("ringtrace_runs_appended_after_finish", "Finished runs whose file received more "
+                                "bytes afterwards (an anomaly: the runtime writes a file once); each is read again "
+                                "and its figures updated where a sink can, and the events file writes it once.",
+                                value=appended)]
 
 
 def watch_families(counts: Mapping[str, int]) -> list[Metric]:

@@ -186,7 +186,7 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
             prom.register(otlp.collector())
         fanout.add(prom)
         prom.register(fanout.collector())  # ringtrace_sink_events_dropped_total{sink}, _stuck, _queued_events
-    app = App(cfg, roots, fanout, shutdown_seconds=shutdown_seconds)
+    app = App(cfg, roots, fanout, shutdown_seconds=shutdown_seconds, stuck_seconds=cfg.sink_stuck_timeout)
     server = None
     if prom is not None:
         prom.register(app.watch_collector())  # ringtrace_inotify_* (the file-system watcher)

@@ -39,9 +39,11 @@ events pipe nobody reads, a hung NFS mount) stops only itself:
   (``taken(fin)``; the app then counts the run finished in its state) once every sink's
   ``receive`` returned for it.  A sink that is slow but keeps taking events holds batches
   unsettled, so the reader waits for it (back-pressure, no loss).
-* A sink is *stuck* when the oldest event it has not taken (queued, or in a call) has waited
-  longer than ``stuck_after`` seconds (:data:`STUCK_SECONDS`; once shutdown began: when it took
-  nothing for :data:`STUCK_SECONDS_AT_SHUTDOWN`, a flush or close excepted).  A
+* A sink is *stuck* when it holds events (queued, or in a call) and has taken nothing for
+  longer than ``stuck_after`` seconds (:data:`STUCK_SECONDS`, ``--sink-stuck-timeout``; once
+  shutdown began :data:`STUCK_SECONDS_AT_SHUTDOWN`, a flush or close excepted).  How old its
+  queue is does not matter: a sink that is slow but keeps taking events (a loaded node during a
+  catch-up) is not stuck, it holds the reader back instead.  A
   stuck sink stops holding the reader and the other sinks back: what it holds and what comes
   for it is *shed*, so it loses events (counted per sink, ``dropped[name]``, logged when it is
   found stuck and when it takes events again).  The drop policy: RunStarted and RunProgress
@@ -80,9 +82,10 @@ log = logging.getLogger("ringtrace.sinks")
 _T = TypeVar("_T")
 
 STUCK_SECONDS = 5.0
-"""A sink whose oldest untaken event waited this long is stuck (it loses events; /readyz says 503)."""
+"""A sink that holds events and took none for this long is stuck (it loses events; /readyz says 503); the
+default of ``--sink-stuck-timeout``."""
 STUCK_SECONDS_AT_SHUTDOWN = 1.0
-"""The same, once shutdown began: the budget is a few seconds, a sink idle for one will not make it."""
+"""The same, once shutdown began: the budget is a few seconds, a sink that takes nothing for one will not make it."""
 FINISHED_KEPT = 1000
 """RunFinished events a stuck sink keeps queued (beyond them they are dropped too): about 10 MB."""
 FLUSH_MARGIN = 0.5
@@ -158,18 +161,17 @@ class _Outlet:
 
     # -- the submitting side (the app's loop) ---------------------------------------------------
 
-    def waited(self, now: float) -> float | None:
-        """Under ``cond``: how long its oldest untaken event (queued, or in a call) has waited; None when it
-        holds nothing.  Once shutdown began only the time since it last moved counts: a sink that still
-        takes events is not stuck however deep its queue, nor one flushing or closing (the deadline bounds those)."""
+    def idle(self, now: float) -> float | None:
+        """Under ``cond``: how long it has taken nothing while it held events (queued, or in a call): the time
+        since it last moved or since its oldest event came, whichever is shorter; None when it holds nothing.
+        A sink that still takes events is not stuck however old its queue.  Once shutdown began a flush or
+        close is not counted (the deadline bounds those)."""
         head = self.current if self.current is not None else (self.queue[0] if self.queue else None)
         if head is None:
             return None
-        if self.fanout.hurried:
-            if head.op in ("flush", "close"):
-                return None
-            return min(now - head.at, now - self.moved_at)
-        return now - head.at
+        if self.fanout.hurried and head.op in ("flush", "close"):
+            return None
+        return min(now - head.at, now - self.moved_at)
 
     def offer(self, entry: _Entry, now: float) -> list[_Batch]:
         """Queue ``entry`` (shed at once when the sink is stuck); the batches this outlet let go of."""
@@ -200,20 +202,20 @@ class _Outlet:
             return self._police(now)
 
     def stuck_for(self, now: float) -> float | None:
-        """Seconds its oldest untaken event has waited, when that makes it stuck; else None."""
+        """Seconds it has taken nothing while holding events, when that makes it stuck; else None."""
         with self.cond:
-            waited = self.waited(now)
-        return waited if waited is not None and waited > self.fanout.stuck_after else None
+            idle = self.idle(now)
+        return idle if idle is not None and idle > self.fanout.stuck_after else None
 
     def _police(self, now: float) -> list[_Batch]:
         """Under ``cond``: mark the sink stuck or moving again (logged once each way); shed while stuck."""
-        waited = self.waited(now)
-        stuck = waited is not None and waited > self.fanout.stuck_after
+        idle = self.idle(now)
+        stuck = idle is not None and idle > self.fanout.stuck_after
         if stuck and self.stuck_at is None:
             self.stuck_at = now
             self.lost_since = 0
-            log.error("sink %s is stuck: its oldest event has waited %.1fs; it loses events from now on "
-                      "(RunFinished kept, up to %d) and the others carry on", self.name, waited, FINISHED_KEPT)
+            log.error("sink %s is stuck: it has taken nothing for %.1fs; it loses events from now on "
+                      "(RunFinished kept, up to %d) and the others carry on", self.name, idle, FINISHED_KEPT)
         elif not stuck and self.stuck_at is not None:
             log.warning("sink %s takes events again after %.1fs stuck; %d event(s) were dropped for it",
                         self.name, now - self.stuck_at, self.lost_since)
@@ -509,7 +511,7 @@ class FanOut:
             self.settle(o.check(now))
 
     def stuck(self, now: float | None = None) -> list[tuple[str, float]]:
-        """(name, seconds its oldest untaken event waited) of every stuck sink (for /readyz)."""
+        """(name, seconds it has taken nothing) of every stuck sink (for /readyz)."""
         now = self.clock() if now is None else now
         out = []
         for o in self._outlets or []:
@@ -587,8 +589,9 @@ class SinkCollector:
         fams = (CounterMetricFamily("ringtrace_sink_events_dropped", "Events an output sink lost because it was "
                                     "stuck (RunProgress/RunStarted first) or abandoned at shutdown, by sink.",
                                     labels=["sink"]),
-                GaugeMetricFamily("ringtrace_sink_stuck", "1 while an output sink's oldest untaken event has "
-                                  "waited too long (it loses events; /readyz says 503), by sink.", labels=["sink"]),
+                GaugeMetricFamily("ringtrace_sink_stuck", "1 while an output sink holds events and has taken none "
+                                  "for --sink-stuck-timeout (it loses events; /readyz says 503), by sink.",
+                                  labels=["sink"]),
                 GaugeMetricFamily("ringtrace_sink_queued_events", "Events queued for an output sink, not yet "
                                   "taken, by sink.", labels=["sink"]))
         for name in names:

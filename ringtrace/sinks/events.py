@@ -14,23 +14,29 @@ line without a newline.  Pipes and terminals (``--events -``) cannot be truncate
 completes short writes itself.  A string that still holds surrogate escapes (a path that is not
 UTF-8) is written as JSON ``\\udcXX`` escapes rather than losing the line.
 
-**Each run once** (by ``run_key``), across restarts, lost state files and rotations: the keys
-written are kept in a key index beside the file, ``FILE.keys`` (:class:`KeyIndex`): one line per
-events line, ``<16 hex digits of the key's hash> <where that events line ends in FILE>``, appended
+**Each run once** (by ``run_key``, or by ``RunFinished.content_key``: the same run under another name),
+across restarts, lost state files, renames and rotations: the keys written are kept in a key index
+beside the file, ``FILE.keys`` (:class:`KeyIndex`): one line per key (two per events line),
+``<16 hex digits of the key's hash> <where that events line ends in FILE>``, appended
 (one ``write`` of whole lines, truncated back on a short write) after the events line is written.
-At open the index is read whole, then the events file is scanned from where the index's last line
-says it ends (all of the file when there is no index, it has an unreadable line, or the file is
-shorter: it was truncated or replaced), so a line written just before a kill, whose key did not
-reach the index, is found too.
+At open, once a torn tail is cut, the index is read whole and every key whose line ends past the end of
+the events file is dropped (the file's tail was lost while the index kept its keys: a power cut after
+the index reached the disk, a restore from a backup, any truncation), so those runs are written again;
+then the events file is scanned from where the last key kept says its line ends (all of the file when
+there is no index, it has an unreadable line, or no key is left), so a line written just before a
+kill, whose key did not reach the index, is found too.  Keys whose lines went with a rotated file
+(the sink saw it renamed away, deleted or truncated under it) are kept with the end 0: no truncation
+of the new file drops them.
 The index keeps the newest :data:`KEYS_KEPT` keys; it is rewritten (atomically: temp file and
-rename) with those when it holds half as many lines again.
+rename) with those when it holds half as many lines again, and at open when keys were dropped.
 
 **Rotation.**  Before each line the path's inode is compared with the open file's (one ``stat``,
 about 3 us against the 50-100 us of encoding a line): a file renamed away (logrotate without
 ``copytruncate``) or deleted is followed by a new file at the path, and the line goes there.
 :meth:`EventsSink.reopen` (SIGHUP) does the same at once.  ``copytruncate`` works as before
-(``O_APPEND`` writes at the new end).  The key index is not rotated: keep ``FILE.keys`` out of the
-rotation's pattern; runs of rotated files are still not written again.
+(``O_APPEND`` writes at the new end; the sink sees the file shorter than its last line's end before
+the next line).  The key index is not rotated: keep ``FILE.keys`` out of the rotation's pattern; runs
+of rotated files are still not written again.
 """
 
 from __future__ import annotations
@@ -53,10 +59,10 @@ import msgspec
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.summary import file_object
 
-KEYS_KEPT = 100_000
-"""Run keys remembered (the newest): a restart without its state over more finished runs than this
-can write the oldest again.  About 90 bytes of memory (measured: 8.8 MB at the bound) and 25 bytes of index
-file each."""
+KEYS_KEPT = 200_000
+"""Run keys remembered (the newest; two per run: 100,000 runs): a restart without its state over more
+finished runs than that can write the oldest again.  About 90 bytes of memory (measured: 18 MB at the
+bound) and 25 bytes of index file each."""
 INDEX_SUFFIX = ".keys"
 _CHUNK = 1 << 16
 """How much is read at a time when looking back for the last newline of a torn file."""
@@ -195,18 +201,20 @@ class KeyIndex:
     """Run keys written (their :func:`key_hash`), the newest ``kept``, in order; with a ``path``, kept on disk.
 
     The file is append-only whole lines, ``%016x %d\\n`` (hash, end of the events line in the events
-    file); a torn or unreadable line is skipped when read.  A failed append (a full disk) is kept and
-    written with the next one, so the last line's end never passes a line whose key is missing.
+    file; 0: the line is in a file rotated away); a torn or unreadable line is skipped when read.  A
+    failed append (a full disk) is kept and written with the next one, so the last line's end never
+    passes a line whose key is missing.
     """
 
     def __init__(self, kept: int = KEYS_KEPT) -> None:
         self.kept = kept
-        self.hashes: dict[int, None] = {}
+        self.hashes: dict[int, bool] = {}  # hash -> its events line is in the file at the path (False: rotated away)
         self.path: str | None = None
         self.fd = -1
         self.lines = 0  # lines in the file
-        self.end: int | None = None  # the events file offset the file's last line gives
+        self.end: int | None = None  # where the last line kept ends in the events file (None: read it all)
         self.bad_lines = 0  # lines of the file that could not be read
+        self.dropped = 0  # keys dropped at open: their lines ended past the end of the events file
         self._pending: list[bytes] = []  # lines not yet in the file (an append failed)
         self._failing: str | None = None
         self._compact_at = kept + kept // 2  # lines at which the file is rewritten with the keys kept
@@ -217,17 +225,18 @@ class KeyIndex:
     def __len__(self) -> int:
         return len(self.hashes)
 
-    def _keep(self, h: int) -> None:
+    def _keep(self, h: int, here: bool) -> None:
         hashes = self.hashes
         hashes.pop(h, None)
-        hashes[h] = None
+        hashes[h] = here
         if len(hashes) > self.kept:
             del hashes[next(iter(hashes))]
 
     @classmethod
-    def open(cls, path: str, kept: int = KEYS_KEPT) -> KeyIndex:
+    def open(cls, path: str, kept: int = KEYS_KEPT, size: int | None = None) -> KeyIndex:
         """The index at ``path`` (created if missing).  One that cannot be opened is logged and replaced
-        by one in memory (a restart then scans the whole events file)."""
+        by one in memory (a restart then scans the whole events file).  ``size``: the events file's
+        size; keys whose lines end past it are dropped (:attr:`dropped`, logged; the caller compacts)."""
         index = cls(kept)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -239,7 +248,7 @@ class KeyIndex:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(errno.EINVAL, "not a regular file")
-            index._read(fd)
+            index._read(fd, size)
         except OSError as err:
             os.close(fd)
             log.error("%s: cannot read the events file's key index (%s); the whole events file is read for "
@@ -249,15 +258,19 @@ class KeyIndex:
         if index.bad_lines:
             log.warning("%s: %d unreadable line(s) skipped (a torn write, or damage); the whole events file is "
                         "read for its runs", path, index.bad_lines)
-        if index.lines > index._compact_at:
+        if index.dropped:
+            log.warning("%s: %d run key(s) dropped: their lines ended past the end of the events file (%d bytes; "
+                        "its tail was lost or it was truncated); those runs are written again when read",
+                        path, index.dropped, size)
+        if index.lines > index._compact_at and not index.dropped:
             index.compact(index.end or 0)
         return index
 
-    def _read(self, fd: int) -> None:
+    def _read(self, fd: int, size: int | None) -> None:
         data = b""
-        size = os.fstat(fd).st_size
-        while len(data) < size:
-            chunk = os.pread(fd, size - len(data), len(data))
+        length = os.fstat(fd).st_size
+        while len(data) < length:
+            chunk = os.pread(fd, length - len(data), len(data))
             if not chunk:
                 break
             data += chunk
@@ -266,17 +279,22 @@ class KeyIndex:
             self.bad_lines += 1  # a torn last line (a kill or a full disk mid-append): cut it
             os.ftruncate(fd, len(data) - len(lines[-1]))
         for line in lines[:-1]:
-            h, _, end = line.partition(b" ")
-            if len(h) != 16 or not end.isdigit():
+            h, _, text = line.partition(b" ")
+            if len(h) != 16 or not text.isdigit():
                 self.bad_lines += 1
                 continue
             try:
-                self._keep(int(h, 16))
+                key = int(h, 16)
             except ValueError:
                 self.bad_lines += 1
                 continue
             self.lines += 1
-            self.end = int(end)
+            end = int(text)
+            if size is not None and end > size:
+                self.dropped += 1  # its line is gone from the events file: the run is to be written again
+                continue
+            self._keep(key, end > 0)
+            self.end = end if self.end is None else max(self.end, end)
         if self.bad_lines:
             self.end = None  # an index with a bad line is not trusted to say where it ends: read the whole file
 
@@ -285,7 +303,7 @@ class KeyIndex:
         lines = []
         for key in keys:
             h = key_hash(key)
-            self._keep(h)
+            self._keep(h, True)
             lines.append(b"%016x %d\n" % (h, end))
         if not lines or self.fd < 0:
             return
@@ -296,8 +314,7 @@ class KeyIndex:
         except OSError as err:
             path = self.path
             if len(self._pending) > self.kept:  # the index cannot keep up: the next start reads the whole file
-                self._pending.clear()
-                self._drop_file()
+                self.give_up()
             text = f"{err.strerror or err}"
             if text != self._failing or self.fd < 0:
                 self._failing = text
@@ -314,7 +331,9 @@ class KeyIndex:
         if self.lines > self._compact_at:
             self.compact(end)
 
-    def _drop_file(self) -> None:
+    def give_up(self) -> None:
+        """Keep the keys in memory only and delete the file, so the next start reads the whole events file."""
+        self._pending.clear()
         path, self.path = self.path, None
         if self.fd >= 0:
             os.close(self.fd)
@@ -326,18 +345,28 @@ class KeyIndex:
                 log.error("%s: cannot remove the stale key index (%s); remove it by hand before the next start",
                           path, err.strerror or err)
 
-    def compact(self, end: int) -> None:
-        """Rewrite the file with the keys kept (the newest ``kept``), each ending by ``end``; atomically."""
+    def rotated(self) -> None:
+        """The events lines written so far are in a file rotated away (renamed, deleted, truncated under the
+        sink): their keys are kept with the end 0, which no later truncation of the file at the path drops."""
+        for h in self.hashes:
+            self.hashes[h] = False
+        self.end = 0
+        self.compact(0)
+
+    def compact(self, end: int) -> bool:
+        """Rewrite the file with the keys kept (the newest ``kept``), each ending by ``end`` (0: its line is
+        in a rotated file); atomically.  False when it could not be (logged).  (A later truncation below
+        ``end`` drops them all at open; those whose lines are still there are found again by the scan.)"""
         if self.path is None or self._pending:
-            return
+            return False
         directory = os.path.dirname(self.path) or "."
-        data = b"".join(b"%016x %d\n" % (h, end) for h in self.hashes)
+        data = b"".join(b"%016x %d\n" % (h, end if here else 0) for h, here in self.hashes.items())
         self._compact_at = self.lines + self.kept // 2  # if this fails, try again only that much later
         try:
             tfd, tmp = tempfile.mkstemp(dir=directory, prefix=".keys-")
         except OSError as err:
             log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
-            return
+            return False
         try:
             append_whole(tfd, data)
             os.fchmod(tfd, 0o644)
@@ -347,12 +376,13 @@ class KeyIndex:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
-            return
+            return False
         os.close(self.fd)
         os.lseek(tfd, 0, os.SEEK_END)
         fcntl.fcntl(tfd, fcntl.F_SETFL, fcntl.fcntl(tfd, fcntl.F_GETFL) | os.O_APPEND)
-        self.fd, self.lines, self.end, self.bad_lines = tfd, len(self.hashes), end, 0
+        self.fd, self.lines, self.end, self.bad_lines, self.dropped = tfd, len(self.hashes), end, 0, 0
         self._compact_at = self.kept + self.kept // 2
+        return True
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -415,10 +445,11 @@ class EventsSink:
         if not sink._regular:
             return sink  # a FIFO or a device: nothing to cut or to read back
         try:
-            index = sink._index = KeyIndex.open(path + INDEX_SUFFIX, keys_kept)
-            sink._read_back(index.end)
-            if index.bad_lines:  # the whole file was read: write the index again without them
-                index.compact(os.fstat(sink._fd).st_size)
+            size = sink._cut_torn()
+            index = sink._index = KeyIndex.open(path + INDEX_SUFFIX, keys_kept, size)
+            sink._read_back(index.end, size)
+            if (index.bad_lines or index.dropped) and not index.compact(size) and index.dropped:
+                index.give_up()  # lines of dropped keys must not stay in it: the next start reads the whole file
         except OSError:
             sink.close()
             raise
@@ -429,21 +460,26 @@ class EventsSink:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         return os.fdopen(fd, "ab", buffering=0)
 
-    def _read_back(self, indexed: int | None) -> None:
-        """Cut a torn tail, then remember the keys of the lines past ``indexed`` (the index's end; None:
-        none, read it all).  Raises OSError."""
-        fd = self._fd
-        self.torn_bytes_cut = cut_torn_tail(fd, self._where)
+    def _cut_torn(self) -> int:
+        """Cut a torn tail (counted); the file's size then.  Raises OSError."""
+        self.torn_bytes_cut = cut_torn_tail(self._fd, self._where)
         self.torn_lines_cut = int(self.torn_bytes_cut > 0)
-        size = os.fstat(fd).st_size
+        return os.fstat(self._fd).st_size
+
+    def _read_back(self, indexed: int | None, size: int) -> None:
+        """Remember the keys of the lines past ``indexed`` (where the index's last key kept ends; None: read
+        it all) up to ``size``.  Raises OSError."""
         start = indexed if indexed is not None and indexed <= size else 0  # shorter: truncated or replaced
-        keys = list(dict.fromkeys(scan_run_keys(fd, start, size)))
+        keys = list(dict.fromkeys(scan_run_keys(self._fd, start, size)))
         if keys:
             self._index.add(keys, size)
 
     def receive(self, event: SinkEvent) -> None:
-        if not isinstance(event, RunFinished) or (event.key and event.key in self._index):
-            return  # a run in the file already (same file, same bytes; "" is never remembered) is not repeated
+        if not isinstance(event, RunFinished):
+            return
+        keys = [k for k in (event.key, event.content_key) if k]  # "" is never remembered
+        if any(k in self._index for k in keys):
+            return  # a run in the file already (same file, same bytes, under this name or another) is not repeated
         obj = file_object(event)
         obj["reason"] = event.reason
         if event.key:
@@ -457,8 +493,10 @@ class EventsSink:
         with self._lock:
             self._follow_path()
             end = self._write(line + b"\n", event.source.path)
-            if event.key:
-                self._index.add((event.key,), end)
+            if self._regular and self._index.end is not None and end - len(line) - 1 < self._index.end:
+                self._index.rotated()  # the file was truncated under the sink (copytruncate): its lines are elsewhere
+            if keys:
+                self._index.add(keys, end)
 
     def _write(self, line: bytes, what: str) -> int:
         """Write ``line`` whole; where it ends in the file (0 for a stream)."""
@@ -509,11 +547,13 @@ class EventsSink:
                           text)
             return
         self._reopen_failing = None
-        old = self._stream
+        old, ident = self._stream, self._ident
         try:
             self._use(stream)
             if self._regular:
-                self._read_back(None)  # a new file is empty; one put there may hold runs
+                if self._ident != ident:
+                    self._index.rotated()  # the lines written so far are in the file renamed away (or deleted)
+                self._read_back(None, self._cut_torn())  # a new file is empty; one put there may hold runs
         except OSError as err:
             log.error("%s: cannot read the file opened again (%s); writing to it anyway", self._path,
                       err.strerror or err)

@@ -6,6 +6,7 @@ and the events sink.  The sink keeps only :class:`RunFinished` events (O(files) 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgspec
@@ -90,17 +91,26 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
 
 
 class SummarySink:
-    """Collects finished runs for a final report.  ``receive`` only appends; never blocks."""
+    """Collects finished runs for a final report.  ``receive`` only appends; never blocks.
+    :meth:`wait_finished` waits (on another thread) until it holds a number of them."""
 
     name = "summary"
     wants = WANT_SUMMARIES
 
     def __init__(self) -> None:
         self.finished: list[RunFinished] = []
+        self._more = threading.Condition()
 
     def receive(self, event: SinkEvent) -> None:
         if isinstance(event, RunFinished):
-            self.finished.append(event)
+            with self._more:
+                self.finished.append(event)
+                self._more.notify_all()
+
+    def wait_finished(self, n: int, timeout: float) -> bool:
+        """Block until ``n`` runs finished or ``timeout`` seconds passed; whether they did."""
+        with self._more:
+            return self._more.wait_for(lambda: len(self.finished) >= n, timeout)
 
     def flush(self, deadline: float) -> None:
         pass

@@ -7,8 +7,7 @@ numbers, so a person can act on it without opening the file.  Thresholds are set
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -30,11 +29,6 @@ from ringtrace.model.records import (
 from ringtrace.model.runtime import ERROR_CODES, error_name
 from ringtrace.model.runtime import fmt_amount as fmt_amount
 from ringtrace.stages.findings import BY_NAME
-
-ORCH_ERRORS: Mapping[int, tuple[str, str]] = MappingProxyType(
-    {code: (e.name, e.move) for code, e in ERROR_CODES.items() if code})
-"""code -> (name, first move) for every nonzero code of the runtime's enum, read-only: a view of
-:data:`ringtrace.model.runtime.ERROR_CODES` kept for older imports (new code reads that table)."""
 
 
 class Thresholds(msgspec.Struct, frozen=True):

@@ -2,11 +2,12 @@
 
 Paths only: reading them is the test's business.  ``SAMPLE_FILES`` is every scope_stats file of
 the tree as the product's own discovery finds it (8 files; two failed runs are known only from
-their ``host.log``).
+their ``host.log``).  :func:`beyond_total` is NESTED promising fewer records than it holds.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ringtrace.sources.paths import find_sources
@@ -24,3 +25,13 @@ FLOW = FAILED / "NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_st
 """A wedged run (window 4, flow-control deadlock) with its ``host.log`` two folders up."""
 
 SAMPLE_FILES: list[Path] = find_sources([str(SAMPLES)])[0]
+
+
+def beyond_total(extra: int) -> tuple[bytes, int]:
+    """NESTED with ``total`` lowered by ``extra``: the file holds ``extra`` records more than it promises.
+    Returns the bytes and where the promised records end."""
+    lines = NESTED.read_bytes().splitlines(keepends=True)
+    meta = json.loads(lines[0])
+    meta["total"] -= extra
+    head = json.dumps(meta).encode() + b"\n"
+    return head + b"".join(lines[1:]), len(head) + sum(len(x) for x in lines[1:1 + meta["total"]])

@@ -3,9 +3,12 @@
 Views by source path for the tests that need them: ``seen`` (``RunStarted.seen_at``), ``scopes``
 (paired scopes), ``last_line`` (the last record's line, 1 before any), ``finished``
 (``RunFinished``); ``records`` is every record in order.  The views are computed from ``events``.
+:class:`Stepping` is a slow one: it takes one event per step the test gives.
 """
 
 from __future__ import annotations
+
+import threading
 
 from ringtrace.model.records import Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
 
@@ -62,3 +65,19 @@ class Collect:
             elif isinstance(e, RunProgress) and e.records:
                 out[e.source.path] = e.records[-1].line
         return out
+
+
+class Stepping(Collect):
+    """A :class:`Collect` that takes one event per :meth:`step` (its worker waits in ``receive`` meanwhile)."""
+
+    def __init__(self, name: str = "stepping") -> None:
+        super().__init__(name)
+        self._permits = threading.Semaphore(0)
+
+    def receive(self, event: SinkEvent) -> None:
+        self._permits.acquire()
+        super().receive(event)
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            self._permits.release()

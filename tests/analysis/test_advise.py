@@ -28,8 +28,6 @@ import msgspec
 import pytest
 
 from ringtrace.analysis.advise import (
-    COMPILE_DEFAULT,
-    CONFIG_KEY,
     RunFacts,
     accept,
     advise,
@@ -41,6 +39,7 @@ from ringtrace.analysis.advise import (
 from ringtrace.cli import main
 from ringtrace.demo import sim
 from ringtrace.model.records import RESOURCES, RunAdvice, RunFinished
+from ringtrace.model.runtime import COMPILE_DEFAULTS, CONFIG_KEYS
 from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
@@ -88,7 +87,7 @@ def _rank(ranks: list[sim.Scenario], n: int) -> str:
 
 def with_caps(scn: sim.Scenario, caps: dict[tuple[int, str], int]) -> sim.Scenario:
     """``scn`` with the given (ring, resource) capacities; the others at the compile defaults."""
-    values = {FIELD[r]: [COMPILE_DEFAULT[r]] * 4 for r in RESOURCES}
+    values = {FIELD[r]: [COMPILE_DEFAULTS[r]] * 4 for r in RESOURCES}
     for (ring, r), c in caps.items():
         values[FIELD[r]][ring] = c
     return msgspec.structs.replace(scn, **{k: tuple(v) for k, v in values.items()})
@@ -102,8 +101,8 @@ def _accepted_values(resource: str) -> list[int]:
     if resource == "task_window":
         return [1 << k for k in range(2, 15)]
     if resource == "heap":
-        return [k * _KIB for k in range(1, (COMPILE_DEFAULT["heap"] // _KIB) + 1)]
-    return list(range(4, COMPILE_DEFAULT["dep_pool"] + 1))
+        return [k * _KIB for k in range(1, (COMPILE_DEFAULTS["heap"] // _KIB) + 1)]
+    return list(range(4, COMPILE_DEFAULTS["dep_pool"] + 1))
 
 
 @functools.cache
@@ -142,10 +141,10 @@ def caps_of(run_config: dict[str, Any]) -> dict[tuple[int, str], int]:
     """A RunConfig (the guide's scalar or 4-tuple, 0 = compile default) as per-ring capacities."""
     out: dict[tuple[int, str], int] = {}
     for r in RESOURCES:
-        value = run_config.get(CONFIG_KEY[r], 0)
+        value = run_config.get(CONFIG_KEYS[r], 0)
         values = value if isinstance(value, list) else [value] * 4
         for ring, v in enumerate(values):
-            out[(ring, r)] = v or COMPILE_DEFAULT[r]
+            out[(ring, r)] = v or COMPILE_DEFAULTS[r]
     return out
 
 
@@ -191,11 +190,11 @@ def follow(program: str, tmp: Path) -> Loop:
     loop = Loop(program)
     minimum = bisection_minimum(program)
     need = {k[1:]: max(v for q, v in minimum.items() if q[1:] == k[1:]) for k in minimum}  # one RunConfig
-    caps = {k: COMPILE_DEFAULT[k[1]] for k in need}
+    caps = {k: COMPILE_DEFAULTS[k[1]] for k in need}
     for step in range(MAX_RUNS + 1):
         failed = run_once(tmp, program, step, caps)
         loop.runs += 1
-        loop.history.append({"caps": {f"{k[0]}/{k[1]}": v for k, v in caps.items() if v != COMPILE_DEFAULT[k[1]]},
+        loop.history.append({"caps": {f"{k[0]}/{k[1]}": v for k, v in caps.items() if v != COMPILE_DEFAULTS[k[1]]},
                              "failed": failed})
         [answer] = advise_json(tmp)["programs"]
         for a in answer["advice"]:
@@ -205,7 +204,7 @@ def follow(program: str, tmp: Path) -> Loop:
         caps = caps_of(answer["run_config"])
         if answer["final"]:  # every resource in use has its recommendation; the rest stay at the defaults
             advised = {(a["ring"], a["resource"]) for a in answer["advice"]}
-            assert all(v == COMPILE_DEFAULT[k[1]] for k, v in caps.items() if k not in advised), caps
+            assert all(v == COMPILE_DEFAULTS[k[1]] for k, v in caps.items() if k not in advised), caps
             loop.final = {k: v for k, v in caps.items() if k in advised}
             return loop
     raise AssertionError(f"{program}: no final answer after {MAX_RUNS} runs: {loop.history}")

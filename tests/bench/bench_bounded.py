@@ -56,8 +56,7 @@ from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
 from ringtrace.stages.diagnose import Thresholds  # noqa: E402
 from tests._support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests._support.ports import free_port  # noqa: E402
-from tests._support.rss import peak_rss  # noqa: E402
-from tests.bench.common import APPENDER  # noqa: E402
+from tests.bench.common import APPENDER, peak_rss  # noqa: E402
 
 SAMPLE = ROOT / "tests/fixtures/samples/outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl"
 SMALL = ROOT / "tests/fixtures/samples/outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl"
@@ -65,7 +64,7 @@ RINGTRACE = [sys.executable, "-m", "ringtrace"]
 
 
 def measure(args: list[str]) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one command run to its end (see tests/_support/rss.py)."""
+    """(peak RSS in MB, wall seconds) of one command run to its end (see tests/bench/common.py)."""
     rss, wall, code = peak_rss(args)
     if code != 0:
         raise SystemExit(f"{' '.join(args)}: exit {code}")

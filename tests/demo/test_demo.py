@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs the demo process
+
 
 def test_demo_follows_every_simulated_run(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "ringtrace", "demo", "--pace", "0", "--dir", str(tmp_path),

@@ -2,15 +2,14 @@
 
 * an events pipe nobody reads (``--events -`` into a pipe the test never reads) stops only the
   events sink: the metrics and Perfetto traces keep coming, /readyz says 503 naming the sink,
-  SIGTERM ends the process with 0 within the shutdown budget;
+  SIGTERM ends the process with 0, the blocked sink abandoned at the end of the shutdown budget;
 * SIGTERM with ``--state-dir`` while a long run's trace is being written leaves no trace under
   the run's final name; the restart writes it whole;
 * SIGHUP reopens the sinks' outputs (logrotate: the file renamed away, new lines in a new file
   at the path), loses nothing and keeps the process running.
 
-Synchronisation is by conditions with deadlines (files, /metrics, /readyz, log lines).  The one
-time measured is the exit after SIGTERM, against the documented budget plus a margin for the
-interpreter's start-up of threads and exit: a correctness bound, not a performance figure.
+Synchronisation is by conditions with deadlines (files, /metrics, /readyz, log lines); nothing is
+timed (how long the exit takes: ``tests/bench/bench_agent.py``).
 """
 
 from __future__ import annotations
@@ -27,15 +26,11 @@ from typing import Any
 import pytest
 
 from ringtrace.demo import sim
-from ringtrace.reading.app import SHUTDOWN_SECONDS
 from ringtrace.sinks.events import EventsSink
 from tests._support.agent import Proc
 from tests._support.ports import free_port
 from tests._support.samples import SAMPLES, SMALL
 from tests._support.writer import Writer, wait_for
-
-EXIT_MARGIN = 2.0
-"""What the exit may take past the budget: the interpreter's own teardown after the app returned."""
 
 
 def watch(root: Path, *extra: str, port: int | None = None) -> tuple[list[str], int]:
@@ -93,11 +88,10 @@ def test_an_events_pipe_nobody_reads_stops_only_the_events_sink(tmp_path: Path, 
                  what="the later runs on /metrics")
         wait_for(lambda: len(list(traces.glob("*.pftrace"))) == 2 * n, timeout=60, what="the later traces")
         assert agent.metric('ringtrace_sink_errors_total{sink="perfetto-dir"}') == 0
-        code, took = agent.stop()
+        code, _ = agent.stop()
     finally:
         os.close(r)
     assert code == 0
-    assert took < SHUTDOWN_SECONDS + EXIT_MARGIN, f"exit took {took:.2f}s"
     err = agent.stderr()
     assert "sink events is stuck" in err and "sink events lost" in err
     assert "sink events did not finish within the shutdown budget: abandoned" in err
@@ -134,8 +128,8 @@ def test_sigterm_mid_trace_with_state_dir_leaves_no_trace_under_the_final_name(t
     writer.do("write", data=data[:cut])  # the file stays open: the run is being written
     wait_for(lambda: any(p.stat().st_size > 0 for p in traces.glob("*.pftrace.tmp")), timeout=60,
              what="the run's trace being written")
-    code, took = first.stop()
-    assert code == 0 and took < SHUTDOWN_SECONDS + EXIT_MARGIN
+    code, _ = first.stop()
+    assert code == 0
     assert list(traces.iterdir()) == []  # no partial trace under the final name (and its temp file is gone)
     assert lines(ev) == []  # with --state-dir the open run is left for the restart
     second = Proc(*watch(root, "--perfetto-dir", str(traces), "--state-dir", str(state), "--events", str(ev)))

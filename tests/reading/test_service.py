@@ -10,8 +10,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests._support.samples import SAMPLES
 from tests._support.writer import wait_for
+
+pytestmark = pytest.mark.slow  # each test runs a watch process
 
 WATCH = [sys.executable, "-m", "ringtrace", "watch"]
 

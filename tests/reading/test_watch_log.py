@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests._support.samples import SAMPLES
+
+pytestmark = pytest.mark.slow  # each test runs a watch process
 
 
 def watch(*args: str) -> subprocess.CompletedProcess[str]:

@@ -333,6 +333,10 @@ def test_rotation_lines_go_to_the_file_at_the_path(tmp_path: Path, runs: list[Si
     assert _keys_in(rotated) == [e.key for e in many[:3]]
     assert _keys_in(path) == [e.key for e in many[3:]]
     assert sink.reopened == (0 if how == "copytruncate" else 1)
+    # a restart without state reads every run again: the rotated runs' keys (kept at the end 0, the sink saw
+    # the rotation) are not taken for lines the new, shorter file lost
+    _write_runs(path, many).close()
+    assert _keys_in(path) == [e.key for e in many[3:]]
 
 
 def test_a_path_that_cannot_be_opened_again_keeps_the_open_file(tmp_path: Path, runs: list[SinkEvent],
@@ -349,3 +353,29 @@ def test_a_path_that_cannot_be_opened_again_keeps_the_open_file(tmp_path: Path, 
     sink.close()
     assert caplog.text.count("cannot open it again") == 1  # once, not per line
     assert _keys_in(rotated) == [e.key for e in many]  # nothing lost
+
+
+@pytest.mark.parametrize("loss", ["whole lines", "mid-line", "everything"])
+def test_keys_whose_lines_were_lost_are_dropped_at_open(tmp_path: Path, runs: list[SinkEvent], loss: str,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """The events file lost its tail while the index kept the keys (a power cut after the index reached the
+    disk, a restore from a backup): at open every key whose line ends past the file's end is dropped, so
+    those runs are written again, once; the runs still in the file are not."""
+    path = tmp_path / "events.jsonl"
+    many = _many(runs, 8)
+    _write_runs(path, many).close()
+    data = path.read_bytes()
+    ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+    keep = {"whole lines": 5, "mid-line": 5, "everything": 0}[loss]
+    cut = ends[keep - 1] if keep else 0
+    path.write_bytes(data[:cut + (100 if loss == "mid-line" else 0)])  # the index still holds all 8 keys
+    assert len(Path(str(path) + INDEX_SUFFIX).read_bytes().splitlines()) == 8
+    with caplog.at_level(logging.WARNING, logger="ringtrace.sinks.events"):
+        sink = _write_runs(path, many)  # every run read again
+    sink.close()
+    assert _keys_in(path) == [e.key for e in many]  # the lost ones written again, none twice
+    assert f"{8 - keep} run key(s) dropped" in caplog.text  # one key a run here (no content key)
+    assert len(Path(str(path) + INDEX_SUFFIX).read_bytes().splitlines()) == 8  # rewritten without the stale keys
+    again = _write_runs(path, many)  # and the next start knows them all
+    again.close()
+    assert _keys_in(path) == [e.key for e in many]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ringtrace.demo import sim
 
 
@@ -27,6 +29,7 @@ def tree(root: Path) -> None:
     (c / "scope_stats.jsonl").symlink_to(root / "outputs" / "b_20261201_000000" / "scope_stats" / "scope_stats.jsonl")
 
 
+@pytest.mark.slow  # three commands as processes
 def test_summary_watch_and_convert_read_the_same_runs(tmp_path: Path) -> None:
     tree(tmp_path)
     root = str(tmp_path / "outputs")

@@ -160,3 +160,18 @@ def test_a_copied_run_folder_keeps_its_verdict(tmp_path: Path) -> None:
     src = next(p for p in sorted((SIZING / "vector" / "outputs").iterdir()) if (p / "scope_stats").is_dir())
     shutil.copytree(src, tmp_path / src.name)
     assert [f.verdict for f in read_tree(tmp_path)] == [f.verdict for f in read_tree(src)]
+
+
+TWICE: list[dict[str, Any]] = json.loads((REALSIM / "twice.json").read_text())
+
+
+@pytest.mark.parametrize("run", TWICE, ids=[f"{r['program']}-{r['resource']}-r{r['ring']}" for r in TWICE])
+def test_a_run_with_twice_the_need_on_a_ring_gets_no_alarm_for_it(run: dict[str, Any]) -> None:
+    """Runs of the runtime's simulator with one ring and resource at twice its need (every other size at the
+    program's defaults): no warning and no check failure rests on that ring and resource."""
+    [fin] = [f for f in read_tree(REALSIM / "twice" / run["dir"]) if f.source.path]
+    v = fin.verdict
+    where = (run["ring"], run["resource"])
+    assert not (v.kind in ("no_headroom", "near_capacity") and (v.ring, v.resource) == where), v
+    assert not [f for f in fin.findings if f.severity != "info" and (f.ring, f.resource) == where]
+    assert v.kind in ("healthy", "test_failed"), v

@@ -20,7 +20,12 @@ hex digits kept); a finished run is remembered as :class:`Finished`: the file (d
 its size and mtime at the finish, that hash, and the path the run was read at.  Its
 :attr:`Finished.key` (``RunFinished.key``, the events file's ``run_key``) is made of that path,
 the inode, the size and the hash, never of the mtime.  (The path is in it because inode numbers
-are used again: a new run directory holding the same bytes as a deleted one is another run.)  So:
+are used again: a new run directory holding the same bytes as a deleted one is another run.)
+Its :attr:`Finished.content_key` (``RunFinished.content_key``) is the same without the path and
+with the mtime: the run under another name (a directory renamed while the agent was down and its
+state missed the finish) has the same content key, and a new file on a used-again inode with the
+same bytes almost surely another mtime.  A sink that dedupes (the events file) knows a run by
+either.  Both are fixed at the run's first finish.  So:
 
 * a file whose size and mtime are what they were at the finish is unchanged (nothing is read);
 * same inode and size but another mtime (``touch``, ``os.utime``, a restore): the file is read
@@ -35,7 +40,12 @@ are used again: a new run directory holding the same bytes as a deleted one is a
   that run's identity without reading it.  (A file moved while ringtrace runs is followed at its
   new path by the same follower: the tailer's ``_Moves``.);
 * two files with the same bytes (every rank of a deterministic program) are different inodes,
-  so different runs.
+  so different runs;
+* a finished file that grows with its bytes unchanged (more records after the finish: the runtime
+  writes a file once, so this is an anomaly, counted in :attr:`Inodes.appended`): it is checked by
+  hashing the old bytes, then read again from the start as *the same run* (its source, generation
+  and keys), so that sinks update that run's figures (the metrics, the Perfetto trace of the same
+  name, OTLP spans of the same trace) and the events file, which knows its key, writes it once.
 
 **Records beyond ``total``.**  When every record the metadata promises has arrived at the end of
 the file, the run is finished at once if the file was last modified at least ``settle`` seconds
@@ -59,7 +69,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from ringtrace.model.records import WANT_ALL, FinishReason, HostLog, Labels, SinkEvent, Source, Wants
+import msgspec
+
+from ringtrace.model.records import WANT_ALL, FinishReason, HostLog, Labels, RunFinished, SinkEvent, Source, Wants
+from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 
@@ -102,6 +115,13 @@ def run_key(path: str, ino: int, size: int, digest: str) -> str:
     return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
 
+def content_key(ino: int, size: int, digest: str, mtime_ns: int) -> str:
+    """The same run under any name: its file's inode, size, content hash and mtime (no path)."""
+    if not digest:
+        return ""
+    return hashlib.blake2b(f"content:{ino}:{size}:{digest}:{mtime_ns}".encode(), digest_size=12).hexdigest()
+
+
 class Finished(NamedTuple):
     """The identity of a finished run (``complete``, ``idle``, ``eof``): its file and content at the finish."""
 
@@ -112,10 +132,19 @@ class Finished(NamedTuple):
     digest: str  # content hash of bytes [0, size); "" unknown (a state saved by an older version)
     path: str  # where the run was read (its source path)
     generation: int = -1  # the run's generation (for the app's undelivered check); -1 unknown
+    keys: tuple[str, str] = ("", "")  # (key, content_key) fixed at the run's first finish; "": from the fields
 
     @property
     def key(self) -> str:
-        return run_key(self.path, self.ino, self.size, self.digest)
+        return self.keys[0] or run_key(self.path, self.ino, self.size, self.digest)
+
+    @property
+    def content_key(self) -> str:
+        return self.keys[1] or content_key(self.ino, self.size, self.digest, self.mtime_ns)
+
+    def fixed(self) -> Finished:
+        """This run with its keys fixed: a later mtime (a touch) or more bytes (an append) keep them."""
+        return self._replace(keys=(self.key, self.content_key))
 
     @property
     def run(self) -> RunId:
@@ -138,6 +167,7 @@ class Inodes:
     def __init__(self) -> None:
         self.reading: dict[FileId, Follower] = {}
         self.finished: OrderedDict[FileId, Finished] = OrderedDict()
+        self.appended = 0  # finished runs whose file grew afterwards with its bytes unchanged (read again)
 
     def remember(self, fin: Finished) -> None:
         fid = (fin.dev, fin.ino)
@@ -183,6 +213,8 @@ class Follower:
         self.finished_reason: FinishReason | None = None
         self.checking: Finished | None = None  # a re-read that only hashes: does the file still hold this run?
         self._check_at = 0
+        self.continues: Finished | None = None  # the finished run this run reads again (its file grew)
+        self.resumes: Finished | None = None  # a restart's: the next run is that one read again (saved state)
         self._wall = 0.0  # the wall clock of the last look
 
     @property
@@ -204,9 +236,19 @@ class Follower:
         """A run that holds every promised record and has had no new bytes for ``settle`` seconds."""
         return self.run is not None and self.complete and now - self.last_change >= self.settle
 
-    def _start(self, fid: FileId, st: os.stat_result, now: float, wall: float) -> None:
-        self.run = Run(Source(str(self.path), self.labels, self.generation), self.thresholds, seen_at=wall,
-                       wants=self.wants)
+    def _start(self, fid: FileId, st: os.stat_result, now: float, wall: float,
+               continues: Finished | None = None) -> None:
+        """A new run of the file from its start; with ``continues``, that finished run read again (its source)."""
+        source = Source(str(self.path), self.labels, self.generation)
+        resumes, self.resumes = self.resumes, None
+        if continues is None and resumes is not None and resumes.ino == st.st_ino:
+            continues = resumes  # the same file: the run it was reading again when the agent stopped
+        if continues is not None:
+            gen = continues.generation if continues.generation >= 0 else max(0, self.generation - 1)
+            labels = self.labels if continues.path == str(self.path) else source_labels(Path(continues.path))
+            source = Source(continues.path, labels, gen)
+        self.run = Run(source, self.thresholds, seen_at=wall, wants=self.wants)
+        self.continues = continues
         self.ident = fid
         self.offset = 0
         self.guard = b""
@@ -240,25 +282,30 @@ class Follower:
             return []
         if self.complete:
             reason = "complete"
+        continues, self.continues = self.continues, None
         self.run = None
         self.complete = False
         self.finished_reason = reason
-        self.generation += 1
+        self.generation = max(self.generation, run.source.generation + 1)
         if self.ident is not None and self.inodes.reading.get(self.ident) is self:
             del self.inodes.reading[self.ident]
-        key = ""
+        keys = continues.keys if continues is not None else ("", "")  # a run read again keeps its identity
         if reason in ("complete", "idle", "eof") and self.ident is not None:
             fin = Finished(self.ident[0], self.ident[1], self.offset,
                            mtime_ns or self.read_mtime,
-                           self.content.hexdigest()[:DIGEST_HEX], run.source.path, run.source.generation)
+                           self.content.hexdigest()[:DIGEST_HEX], run.source.path, run.source.generation,
+                           keys).fixed()
             self.finished = fin
             self.inodes.remember(fin)
-            key = fin.key
+            keys = fin.keys
         else:
             self.finished = None  # cut short: not a content this file is known to hold
         if self.find_log is not None:
             run.host_log = self.find_log(self.path)
-        return run.finish(reason, key)
+        out = run.finish(reason, keys[0])
+        if keys[1] and out and type(out[-1]) is RunFinished:
+            out[-1] = run.finished = msgspec.structs.replace(out[-1], content_key=keys[1])
+        return out
 
     def run_key(self) -> str:
         """The key of the last finished run ("" when it was cut short, or none finished)."""
@@ -288,8 +335,8 @@ class Follower:
         hashing (the slice to read), a file another path reads now (wait), or a new run (started)?"""
         chk = self.checking
         if chk is not None:
-            if (chk.dev, chk.ino, chk.size) == (*fid, st.st_size):
-                return Slice(0, self._check_at, min(SLICE, st.st_size - self._check_at), st.st_size)
+            if (chk.dev, chk.ino) == fid and st.st_size >= chk.size:
+                return Slice(0, self._check_at, min(SLICE, chk.size - self._check_at), st.st_size)
             self.checking = None  # changed while being checked: a new run
             self._start(fid, st, now, wall)
             return None
@@ -304,14 +351,16 @@ class Follower:
         reader = self.inodes.reading.get(fid)
         if reader is not None and reader is not self and reader.run is not None and reader.ident == fid:
             return None  # another path to a file being read: that follower reports the run
-        if own is not None and own.digest and (own.ino, own.size) == (st.st_ino, st.st_size):
+        if own is not None and own.digest and own.ino == st.st_ino and st.st_size >= own.size:
             if own.size == 0:
-                self._adopt(own._replace(dev=st.st_dev, mtime_ns=st.st_mtime_ns), "")
-                return None
-            self.checking = own._replace(dev=st.st_dev)  # only its mtime changed, perhaps: hash it to know
-            self._check_at = 0
-            self.content = hashlib.sha256()
-            return Slice(0, 0, min(SLICE, st.st_size), st.st_size)
+                if st.st_size == 0:
+                    self._adopt(own._replace(dev=st.st_dev, mtime_ns=st.st_mtime_ns), "")
+                    return None
+            else:  # only its mtime changed, or bytes were appended after the finish, perhaps: hash it to know
+                self.checking = own._replace(dev=st.st_dev)
+                self._check_at = 0
+                self.content = hashlib.sha256()
+                return Slice(0, 0, min(SLICE, own.size), st.st_size)
         self._start(fid, st, now, wall)
         return None
 
@@ -354,11 +403,18 @@ class Follower:
         self._check_at += len(data)
         if self._check_at < chk.size:
             return True
-        if self.content.hexdigest()[:DIGEST_HEX] == chk.digest:
-            self._adopt(chk._replace(mtime_ns=st.st_mtime_ns), "modified (mtime) with the same content")
-            return False
         self.checking = None
-        self._start((st.st_dev, st.st_ino), st, now, self._wall)  # another content of the same size: a new version
+        if self.content.hexdigest()[:DIGEST_HEX] != chk.digest:
+            self._start((st.st_dev, st.st_ino), st, now, self._wall)  # another content: a new version
+            return True
+        if st.st_size == chk.size:
+            self._adopt(chk.fixed()._replace(mtime_ns=st.st_mtime_ns), "modified (mtime) with the same content")
+            return False
+        self.inodes.appended += 1  # more bytes after the finish: the same run, read again and updated
+        log.warning("%s: %d byte(s) appended after its run finished (%s, %d bytes): the same run, read again to "
+                    "update its figures (run_key %s; reported once on --events)", self.path, st.st_size - chk.size,
+                    self.finished_reason or "complete", chk.size, chk.key)
+        self._start((st.st_dev, st.st_ino), st, now, self._wall, chk.fixed())
         return True
 
     def poll(self, now: float, wall: float) -> list[SinkEvent]:

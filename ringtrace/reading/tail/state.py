@@ -27,9 +27,10 @@ from pathlib import Path
 import msgspec
 
 STATE_FILE = "ringtrace-state.json"
-VERSION = 2
-"""2: finished files carry their content hash (``digest``).  Version 1 files are read (no hash:
-a file whose mtime changed is read again)."""
+VERSION = 3
+"""3: files carry their run's keys (``key``, ``content_key``, fixed at its first finish); 2: finished
+files carry their content hash (``digest``).  Older files are read (keys computed from the fields;
+without a hash a file whose mtime changed is read again)."""
 
 log = logging.getLogger("ringtrace.reading.tail.state")
 
@@ -42,6 +43,8 @@ class FileState(msgspec.Struct, frozen=True):
     generation: int
     finished: bool
     digest: str = ""  # the content hash of a finished run's bytes [0, size) (follower.Finished.digest)
+    key: str = ""  # the run's keys (follower.Finished.keys): of the finished run, or of the one an open run
+    content_key: str = ""  # reads again (its file grew after the finish); "" none or computed from the fields
 
 
 class State(msgspec.Struct, frozen=True):

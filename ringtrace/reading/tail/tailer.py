@@ -13,6 +13,13 @@ caller (the app's reader) does the looking, one :class:`~ringtrace.reading.tail.
   fault stays with its file (logged once until the file reads again), the others carry on;
 * :meth:`log_only_runs` (``--host-log-glob``): failed runs that left a host log and no scope_stats file.
 
+**Idle is what the file did, not how long the agent slept.**  :meth:`tick` is the heartbeat (the app
+ticks every 0.5 s); a gap between two ticks longer than :data:`PAUSE` is time the agent did not run
+(SIGSTOP, a VM pause, a long throttle, a long blocking call) and is not counted towards any run's idle
+timeout.  And before a run is finished by a timeout (``idle``, or ``complete`` after its ``settle``),
+its file is looked at: one that holds bytes the run has not read (written while the agent slept, or
+records beyond ``total`` still coming) is queued and read first.
+
 A run is known by its content, not its path or mtime (``follower``'s
 :class:`~ringtrace.reading.tail.follower.Inodes`, shared by every follower): a second root reaching the
 same tree through a symbolic link, a hard link, or a directory renamed while ringtrace was down
@@ -45,6 +52,9 @@ from ringtrace.stages.diagnose import Thresholds
 
 log = logging.getLogger("ringtrace.reading.tail")
 
+PAUSE = 2.0
+"""Seconds between two ticks beyond which the agent is taken not to have run meanwhile (the app ticks
+every 0.5 s): that time is not counted towards idle timeouts."""
 GONE_KEPT = 10_000
 """Generations remembered for deleted paths (a path that comes back continues its numbering), and
 identities of finished runs whose path went away (a renamed directory is the same run)."""
@@ -74,7 +84,7 @@ class Tailer:
     def __init__(self, roots: Iterable[str], thresholds: Thresholds, idle_timeout: float,
                  saved: state_mod.State | None = None, wants: Wants = WANT_ALL,
                  find_log: Callable[[Path], HostLog | None] | None = None, log_name: str = "",
-                 settle: float = SETTLE) -> None:
+                 settle: float = SETTLE, pause: float = PAUSE) -> None:
         self.roots = [Root(r) for r in roots]
         self.thresholds = thresholds
         self.idle_timeout = idle_timeout
@@ -83,6 +93,9 @@ class Tailer:
         self.followers: dict[Path, Follower] = {}
         self.inodes = Inodes()  # every follower's view of files by (device, inode): run identity across paths
         self.settle = settle  # seconds a run with every promised record waits for more (0: finish at once)
+        self.pause = pause  # a longer gap between two ticks is time the agent did not run
+        self._last_tick: float | None = None
+        self.slept = 0.0  # seconds the agent was found not to have run (gaps between ticks), in all
         self._saved = dict(saved.files) if saved is not None else {}
         self._gone: OrderedDict[Path, int] = OrderedDict()
         self.missing_roots: set[str] = set()
@@ -117,6 +130,9 @@ class Tailer:
             saved = self._saved.pop(str(path), None)
             if saved is not None:
                 f.generation = max(f.generation, saved.generation)
+                if not saved.finished and saved.key:  # it was reading a finished run again: the run's keys
+                    f.resumes = Finished(saved.dev, saved.ino, 0, 0, "", str(path), max(0, saved.generation - 1),
+                                         (saved.key, saved.content_key))
                 if saved.finished:
                     fin = _finished(str(path), saved)
                     f.ident = (fin.dev, fin.ino)
@@ -355,15 +371,48 @@ class Tailer:
 
     def tick(self, now: float) -> list[SinkEvent]:
         """Finish runs that hold every promised record and were quiet for ``settle`` seconds
-        (``complete``), and runs that have not changed for ``idle_timeout`` seconds (``idle``)."""
+        (``complete``), and runs that have not changed for ``idle_timeout`` seconds (``idle``) of the time
+        the agent ran; a run whose file holds bytes it has not read is queued instead (see the module
+        docstring).  Runs on the app's reader thread (a stat per run about to time out)."""
+        if self._last_tick is not None and now - self._last_tick > self.pause:
+            self._slept_for(now - self._last_tick)
+        self._last_tick = now
         out: list[SinkEvent] = []
-        for f in self.followers.values():
-            if f.active and f.path not in self._queued:
-                if f.settled(now):
-                    out += f.finish("complete")
-                elif f.idle_for(now) >= self.idle_timeout:
-                    out += f.finish("idle")
+        for f in list(self.followers.values()):
+            if not f.active or f.path in self._queued:
+                continue
+            settled = f.settled(now)
+            if not settled and f.idle_for(now) < self.idle_timeout:
+                continue
+            if self._unread(f):
+                self._queue(f, URGENT)  # read what is there before any verdict by time
+                continue
+            out += f.finish("complete" if settled else "idle")
         return out
+
+    def _slept_for(self, gap: float) -> None:
+        """The agent did not run for ``gap`` seconds: that time does not count towards any run's idleness."""
+        self.slept += gap
+        log.log(logging.INFO if gap >= 10 * self.pause else logging.DEBUG,
+                "no tick for %.1fs (the agent was stopped, paused, throttled or busy): not counted as idle time", gap)
+        for f in self.followers.values():
+            if f.active:
+                f.last_change += gap
+        for path, (seen, first) in list(self._log_seen.items()):
+            self._log_seen[path] = (seen, first + gap)
+
+    def _unread(self, f: Follower) -> bool:
+        """``f``'s file has bytes its run has not read, or is another file (or gone: the look says so).
+        A file that faulted keeps its timeout (it may stay unreadable)."""
+        if f.path in self._faulted:
+            return False
+        try:
+            st = os.stat(f.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and f.pending(st)
 
     def finish_all(self, reason: FinishReason) -> list[SinkEvent]:
         """End every active run (``eof`` for --once, ``shutdown`` on a signal)."""
@@ -387,10 +436,11 @@ class Tailer:
                 continue
             if f.run is None and fin is not None and fin.run not in undelivered:
                 files[str(path)] = state_mod.FileState(fin.dev, fin.ino, fin.size, fin.mtime_ns, f.generation, True,
-                                                       fin.digest)
+                                                       fin.digest, *fin.keys)
             else:
+                again = f.continues if f.run is not None else None
                 files[str(path)] = state_mod.FileState(f.ident[0], f.ident[1], f.offset, f.read_mtime, f.generation,
-                                                       False)
+                                                       False, "", *(again.keys if again is not None else ("", "")))
         logs = {str(path): state_mod.FileState(*seen, 0, True) for path, (seen, keys) in list(self._logs.items())
                 if not any((k, 0) in undelivered for k in keys)}
         return state_mod.State(files={**self._saved, **files}, host_logs={**self._logs_saved, **logs})
@@ -422,4 +472,5 @@ class _Moves:
 
 
 def _finished(path: str, saved: state_mod.FileState) -> Finished:
-    return Finished(saved.dev, saved.ino, saved.size, saved.mtime_ns, saved.digest, path)
+    return Finished(saved.dev, saved.ino, saved.size, saved.mtime_ns, saved.digest, path, max(-1, saved.generation - 1),
+                    (saved.key, saved.content_key))

@@ -63,8 +63,8 @@ def test_a_fifo_named_like_a_scope_stats_file_is_skipped(tmp_path: Path, agents:
     a = Agent(str(root), ev2)
     agents.append(a)
     wait_for(lambda: len(events(ev2)) == 1 and a.ready(), what="the real run and /readyz")
-    code, took = a.stop()
-    assert code == 0 and took < 5.0
+    code, _ = a.stop()
+    assert code == 0
 
 
 def test_symlink_loops_and_links_to_runs_emit_each_run_once(tmp_path: Path, agents: list[Agent]) -> None:
@@ -86,8 +86,8 @@ def test_symlink_loops_and_links_to_runs_emit_each_run_once(tmp_path: Path, agen
     put_run(root, "run_z")
     (root / "latest_z").symlink_to("run_z")
     wait_for(lambda: len(events(ev2)) == 3, what="the new run")
-    code, took = a.stop()
-    assert code == 0 and took < 5.0
+    code, _ = a.stop()
+    assert code == 0
     assert sorted(e["labels"]["run"] for e in events(ev2)) == ["run_x", "run_y", "run_z"]
 
 
@@ -183,8 +183,7 @@ def test_sigterm_in_the_middle_of_a_backlog(tmp_path: Path, agents: list[Agent])
     a = Agent(str(root), ev, "--state-dir", str(tmp_path / "state"))
     agents.append(a)
     wait_for(lambda: len(events(ev)) >= 3, what="the backlog to be read")
-    code, took = a.stop()
-    print(f"SIGTERM mid-backlog: exit {code} after {took:.2f} s, {len(events(ev))} of 300 runs emitted")
-    assert code == 0 and took < 5.0
-    assert 3 <= len(events(ev)) < 300
+    code, _ = a.stop()  # the time it takes: tests/bench/bench_agent.py
+    assert code == 0
+    assert 3 <= len(events(ev)) < 300  # it stopped mid-backlog
     assert len({e["labels"]["run"] for e in events(ev)}) == len(events(ev))

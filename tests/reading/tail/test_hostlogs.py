@@ -11,9 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests._support.agent import Agent, events
 from tests._support.samples import SAMPLES
 from tests._support.writer import Writer, wait_for
+
+pytestmark = pytest.mark.slow  # each test runs watch processes
 
 HEAP = SAMPLES / "failed" / "HeapRingDeadlock"
 ABORT = SAMPLES / "failed" / "VectorExample_heap128k_abort"  # a host log and no scope_stats file

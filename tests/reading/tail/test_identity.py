@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ringtrace.model.records import SinkEvent
 from ringtrace.reading.tail.follower import SETTLE, Follower
 from ringtrace.reading.tail.tailer import Tailer
@@ -25,7 +27,7 @@ from ringtrace.stages.diagnose import Thresholds
 from tests._support.agent import Agent, events, put_run
 from tests._support.events import finished, one_shot
 from tests._support.ports import free_port
-from tests._support.samples import NESTED, PAGED, SMALL
+from tests._support.samples import NESTED, PAGED, SMALL, beyond_total
 from tests._support.writer import Writer, wait_for
 
 
@@ -160,25 +162,21 @@ def test_a_tree_given_twice_through_a_symlink_is_one_run_each(tmp_path: Path, ag
     assert sorted(e["labels"]["run"] for e in events(ev2)) == ["live", "probe", "run0", "run1", "run2"]
 
 
-def beyond_total(extra: int) -> tuple[bytes, int]:
-    """NESTED with ``total`` lowered by ``extra``: the file holds ``extra`` records more than it promises.
-    Returns the bytes and where the promised records end."""
-    lines = NESTED.read_bytes().splitlines(keepends=True)
-    meta = json.loads(lines[0])
-    meta["total"] -= extra
-    head = json.dumps(meta).encode() + b"\n"
-    return head + b"".join(lines[1:]), len(head) + sum(len(x) for x in lines[1:1 + meta["total"]])
+def promised_written(tmp_path: Path, writer: Writer, extra: int) -> tuple[Follower, bytes, int]:
+    """A follower of a file the writer process has written up to its promised records (``extra`` more
+    to come, the file left open): the follower, the whole file's bytes and where the promised ones end."""
+    path = tmp_path / "run" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=path.parent)
+    data, cut = beyond_total(extra)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=data[:cut])
+    return Follower(path, labels_for(path), Thresholds(), settle=SETTLE), data, cut
 
 
 def test_records_beyond_total_are_one_run_marked_as_summary_marks_it(tmp_path: Path, writer: Writer) -> None:
     """The writer stops exactly after the promised records; the follower has read them all, and the
     rest arrives later: one run, with every record, as ``summary`` reports the whole file."""
-    path = tmp_path / "run" / "scope_stats" / "scope_stats.jsonl"
-    writer.do("mkdir", path=path.parent)
-    data, cut = beyond_total(40)
-    f = Follower(path, labels_for(path), Thresholds(), settle=SETTLE)
-    writer.do("open", path=path, mode="w")
-    writer.do("write", data=data[:cut])
+    f, data, cut = promised_written(tmp_path, writer, 40)
     got = f.poll(1.0, 0.0)  # the file's mtime is after this wall clock: it may still be written
     assert finished(got) == [] and f.active and f.complete
     assert f.poll(1.0 + SETTLE / 2, 0.0) == []  # not quiet long enough yet
@@ -266,3 +264,77 @@ def test_identical_bytes_in_a_new_directory_are_a_new_run(tmp_path: Path, agents
     code, _ = a.stop()
     assert code == 0
     assert max(keys(ev).values()) == 1 and len(keys(ev)) == 60
+
+
+def test_records_after_the_finish_are_the_same_run_read_again(tmp_path: Path, writer: Writer) -> None:
+    """The file gets more records after its run finished, its first bytes unchanged: the follower reads it
+    again as the same run (source, generation, run key and content key), not as a new version."""
+    f, data, cut = promised_written(tmp_path, writer, 681)
+    [first] = finished(f.poll(1.0, time.time() + 60))  # written a minute ago: finished at once
+    assert (first.reason, first.summary.records) == ("complete", 681) and first.key and first.content_key
+    writer.do("write", data=data[cut:])
+    writer.do("close")
+    again = f.poll(2.0, time.time() + 60)
+    [second] = finished(again)
+    assert {e.source for e in again} == {first.source}  # the same run, read from its start
+    assert (second.key, second.content_key) == (first.key, first.content_key)
+    assert (second.summary.records, second.summary.complete) == (1362, False)  # as summary reads the file
+    assert f.inodes.appended == 1 and f.generation == first.source.generation + 1
+    assert f.poll(3.0, time.time() + 60) == []
+
+
+def test_a_run_that_gets_more_records_after_its_finish_is_reported_once(tmp_path: Path, agents: list[Agent],
+                                                                      writer: Writer) -> None:
+    """Two writes a while apart, the first with every promised record, the second with as many more: the
+    agent reports the run once on --events (at its first finish), and updates what can be updated (its
+    series on /metrics, its one Perfetto trace); the late records are counted."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    ev, traces = tmp_path / "ev.jsonl", tmp_path / "traces"
+    a = Agent(str(root), ev, "--perfetto-dir", str(traces))
+    agents.append(a)
+    wait_for(a.ready, what="the agent")
+    path = root / "beyond" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=path.parent)
+    data, cut = beyond_total(681)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=data[:cut])
+    wait_for(lambda: len(events(ev)) == 1, what="the run finished with its promised records")
+    writer.do("write", data=data[cut:])
+    writer.do("close")
+    wait_for(lambda: a.metric('ringtrace_runs_finished_total{reason="complete"}') == 2
+             and a.metric("ringtrace_run_records") == 1362, what="the run read again, its series updated")
+    appended = a.metric("ringtrace_runs_appended_after_finish_total")
+    code, _ = a.stop()
+    assert code == 0
+    [line] = events(ev)
+    assert (line["reason"], line["records"], line["labels"]["run"]) == ("complete", 681, "beyond")
+    assert appended == 1 and "byte(s) appended after its run finished" in a.stderr()
+    assert len(list(traces.iterdir())) == 1  # one trace, rewritten with every record
+
+
+@pytest.mark.slow  # four watch processes
+def test_a_run_renamed_after_a_finish_its_state_missed_is_reported_once(tmp_path: Path, writer: Writer) -> None:
+    """The agent wrote a run's line, but its state missed the finish (a kill -9 in the 0.2 s before the
+    save); the run directory is renamed while the agent is down.  The restart reads the run under its new
+    name: the events file knows it by its content key and does not write it again."""
+    root, state, ev = tmp_path / "tree", tmp_path / "state", tmp_path / "ev.jsonl"
+    once = [sys.executable, "-m", "ringtrace", "watch", str(root), "--once", "--events", str(ev),
+            "--state-dir", str(state)]
+    put_run(root, "probe", SMALL)
+    subprocess.run(once, check=True, capture_output=True, timeout=120)
+    before = (state / "ringtrace-state.json").read_bytes()  # the state without the next run
+    d = root / "run_a" / "scope_stats"
+    writer.do("mkdir", path=d)
+    writer.do("copy", src=NESTED, dst=d / "scope_stats.jsonl")
+    subprocess.run(once, check=True, capture_output=True, timeout=120)
+    assert [e["labels"]["run"] for e in events(ev)] == ["probe", "run_a"]
+    (state / "ringtrace-state.json").write_bytes(before)  # the save that would have remembered run_a was lost
+    writer.do("rename", src=root / "run_a", dst=root / "run_b")
+    done = subprocess.run(once, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [e["labels"]["run"] for e in events(ev)] == ["probe", "run_a"]  # not again as run_b
+    # without any state at all, the same
+    shutil.rmtree(state)
+    subprocess.run(once, check=True, capture_output=True, timeout=120)
+    assert [e["labels"]["run"] for e in events(ev)] == ["probe", "run_a"]

@@ -23,6 +23,8 @@ import pytest
 
 from tests._support.samples import SAMPLES
 
+pytestmark = pytest.mark.slow  # each test runs watch processes
+
 FILES = [SAMPLES / "outputs/NestedScopes_small_20261130_101702/scope_stats/scope_stats.jsonl",
          SAMPLES / "outputs/TestBenchmarkBgemm_Case0_20261130_101845/scope_stats/scope_stats.jsonl",
          SAMPLES / "outputs/TestPagedAttention_big16x2048_tight_20261130_101530/scope_stats/scope_stats.jsonl"]
@@ -120,3 +122,30 @@ def test_a_line_torn_by_a_kill_is_cut_and_its_run_written_whole(tmp_path: Path) 
     got = Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"]))
                   for e in lines(ev))
     assert got == expected and len(data.splitlines()) == len(FILES)  # each run once, every line JSON
+
+
+@pytest.mark.parametrize("loss", ["torn", "truncated"])
+def test_runs_whose_lines_the_events_file_lost_are_written_again(tmp_path: Path, loss: str) -> None:
+    """A power cut after the key index reached the disk but before the events file's tail did (or a restore
+    of an older events file): the index holds keys whose lines are gone.  The restart (without state: every
+    run is read again) drops those keys at open and writes their runs again, once; the others not."""
+    tree = tmp_path / "tree"
+    for i in range(6):
+        d = tree / f"run{i}" / "scope_stats"
+        d.mkdir(parents=True)
+        shutil.copy(FILES[i % len(FILES)], d / "scope_stats.jsonl")
+    expected = one_shot(tree)
+    ev = tmp_path / "events.jsonl"
+    argv = [sys.executable, "-m", "ringtrace", "watch", str(tree), "--once", "--events", str(ev)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    data = ev.read_bytes()
+    whole = data.splitlines(keepends=True)
+    assert len(whole) == 6 and len(Path(f"{ev}.keys").read_bytes().splitlines()) == 12  # two keys a run
+    kept = len(b"".join(whole[:3]))
+    ev.write_bytes(data[:kept + (len(whole[3]) // 2 if loss == "torn" else 0)])  # 3 lines (and a half) lost
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "6 run key(s) dropped: their lines ended past the end of the events file" in done.stderr
+    got = lines(ev)
+    assert ev.read_bytes().startswith(b"".join(whole[:3])) and len(got) == 6
+    assert Counter((str(e["labels"]["run"]), int(e["records"]), int(e["scopes"])) for e in got) == expected

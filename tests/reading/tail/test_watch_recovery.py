@@ -1,24 +1,29 @@
-"""The watcher recovers what inotify loses, in a real ``ringtrace watch`` process.
+"""The watcher recovers what inotify loses, and what a pause costs, in a real ``ringtrace watch`` process.
 
 * A real queue overflow: the agent is frozen (SIGSTOP) while 22,000 files and 500 run directories
   (1,000 directories) are created, so the kernel queue (``max_queued_events``) overflows and the
   creations of those directories are lost.  After SIGCONT every directory has a watch again
   (``ringtrace_inotify_watches`` = the directories in the tree, ``ringtrace_inotify_rewatched_total``)
-  and a change in one of them is seen within 1 s, with the next rescan 600 s away.
+  and a change in one of them is seen, with the next rescan 600 s away (so it was the watch).
 * A run directory renamed while its file is written (``mv run_a run_b``): the write after the rename
-  is seen within 1 s, the run is reported once, complete, not cut as ``idle`` (idle timeout 3 s, far
-  below the rescan interval).
+  is seen through the watch (the rescan is 600 s away), the run is reported once, complete, not cut
+  as ``idle``.
+* The agent paused (SIGSTOP) three times its idle timeout while the runtime kept writing: on waking it
+  reads what was written, it does not call the run idle (a false wedge) and then report it again.
 
-The deadlines are the assertions; nothing sleeps to synchronise.
+Every wait is a condition with a deadline (a bound on hanging, not a latency); nothing sleeps to
+synchronise.  The one wall-clock wait is the pause itself, the fault being injected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,10 +65,8 @@ def test_a_queue_overflow_gives_every_directory_its_watch_back(tmp_path: Path, a
     assert a.metric("ringtrace_inotify_unwatched_directories") == 0
     assert "inotify queue overflowed" in a.stderr()
     wait_for(lambda: [e["labels"]["run"] for e in events(ev)] == ["probe"], timeout=30, what="the rescan's run")
-    t = time.monotonic()
-    put_run(root, "run499")  # a directory whose creation event was lost
-    wait_for(lambda: following(a, "run499"), timeout=1.0, what="the change in a re-watched directory, within 1 s")
-    print(f"change in a re-watched directory seen after {1000 * (time.monotonic() - t):.0f} ms")
+    put_run(root, "run499")  # a directory whose creation event was lost: seen through its new watch
+    wait_for(lambda: following(a, "run499"), what="the change in a re-watched directory")
     wait_for(lambda: len(events(ev)) == 2, what="its finish")
     code, _ = a.stop()
     assert code == 0
@@ -89,7 +92,7 @@ def test_a_run_directory_renamed_mid_write_is_one_run(tmp_path: Path, agents: li
     root.mkdir()
     ev = tmp_path / "ev.jsonl"
     extra = ["--poll", "--poll-interval", "0.1"] if mode == "poll" else []
-    a = Agent(str(root), ev, "--rescan-interval", "600", "--idle-timeout", "3", *extra)
+    a = Agent(str(root), ev, "--rescan-interval", "600", "--idle-timeout", "600", *extra)
     agents.append(a)
     wait_for(a.ready, what="the agent to be ready")
     data = NESTED.read_bytes()
@@ -100,11 +103,8 @@ def test_a_run_directory_renamed_mid_write_is_one_run(tmp_path: Path, agents: li
     writer.do("write", data=data[:c1])
     wait_for(lambda: run_records(a) == data[:c1].count(b"\n") - 1, what="the first third read")
     writer.do("rename", src=root / "run_a", dst=root / "run_b")
-    t = time.monotonic()
     writer.do("write", data=data[c1:c2])  # through the open file, now under run_b
-    wait_for(lambda: run_records(a) == data[:c2].count(b"\n") - 1, timeout=1.0,
-             what="the write after the rename, within 1 s")
-    print(f"{mode}: the write after the rename seen after {1000 * (time.monotonic() - t):.0f} ms")
+    wait_for(lambda: run_records(a) == data[:c2].count(b"\n") - 1, what="the write after the rename")
     writer.do("write", data=data[c2:])
     writer.do("close")
     wait_for(lambda: run_records(a) == 1362, what="the whole run read")
@@ -136,3 +136,41 @@ def test_a_directory_it_may_not_watch_is_counted(tmp_path: Path, agents: list[Ag
     assert a.metric("ringtrace_inotify_watches") == 3  # the root, open, open/scope_stats
     assert "secret: cannot watch" in a.stderr()
     assert a.stop()[0] == 0
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """``pid`` stopped (SIGSTOP) for the block, then continued (SIGCONT): a pause of the agent."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_pause_longer_than_the_idle_timeout_is_no_false_wedge(tmp_path: Path, agents: list[Agent],
+                                                               writer: Writer) -> None:
+    """The agent is stopped for 3 s with ``--idle-timeout 1`` while the runtime writes the rest of the run:
+    on waking it reads that rest and reports the run once, complete, nothing wedged (it used to call the run
+    idle with its open scopes wedged, then report the same run again as complete)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    ev = tmp_path / "ev.jsonl"
+    a = Agent(str(root), ev, "--rescan-interval", "600", "--idle-timeout", "1")
+    agents.append(a)
+    wait_for(a.ready, what="the agent to be ready")
+    data = NESTED.read_bytes()
+    cut = data.index(b"\n", len(data) // 3) + 1
+    path = root / "run" / "scope_stats" / "scope_stats.jsonl"
+    writer.do("mkdir", path=path.parent)
+    writer.do("open", path=path, mode="w")
+    writer.do("write", data=data[:cut])
+    wait_for(lambda: run_records(a) == data[:cut].count(b"\n") - 1, what="the first third read")
+    with stopped(a.proc.pid):
+        writer.do("write", data=data[cut:])  # the runtime goes on while the agent is stopped
+        writer.do("close")
+        time.sleep(3.0)  # the pause, three idle timeouts long: the fault under test, not a synchronisation
+    wait_for(lambda: len(events(ev)) >= 1, what="the run's finish")
+    code, _ = a.stop()
+    assert code == 0
+    assert [(e["reason"], e["records"], e["wedged"]) for e in events(ev)] == [("complete", 1362, [])]

@@ -35,6 +35,7 @@ from tests._support.otlp import PROTOCOLS, SMALL_NESTED, Boom, FakeTime, convert
 from tests._support.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver
 from tests._support.samples import FAILED, FLOW, SAMPLES
 from tests._support.sinks import Collect
+from tests._support.writer import wait_for
 
 # -- volume --------------------------------------------------------------------------------------------
 
@@ -103,23 +104,22 @@ def test_backpressure_mode_waits_and_delivers_everything(rx: OtlpReceiver) -> No
 # -- shutdown within the budget ------------------------------------------------------------------------
 
 
-def timed_shutdown(sink: OtlpSink, what: str, budget: float) -> float:
-    """flush(now + budget) then close(), as the app does, in a thread joined with a generous deadline;
-    the time it took."""
-    t0 = time.monotonic()
+def shut_down(sink: OtlpSink, budget: float) -> None:
+    """flush(now + budget) then close(), as the app does, in a thread joined with a deadline against hanging
+    (what the sink does at its deadline is what the tests check; how long it takes is not measured)."""
+    deadline = time.monotonic() + budget
+
     def shut() -> None:
-        sink.flush(t0 + budget)
+        sink.flush(deadline)
         sink.close()
 
     closer = threading.Thread(target=shut)
     closer.start()
-    closer.join(30)
-    took = time.monotonic() - t0
-    print(f"{what}: flush + close took {took:.2f} s (flush deadline {budget} s away)")
+    closer.join(60)
     assert not closer.is_alive()
-    return took
 
 
+@pytest.mark.slow  # waits out real deadlines against real sockets
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol,
                                                               caplog: pytest.LogCaptureFixture) -> None:
@@ -130,7 +130,7 @@ def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol
         col = convert([SMALL_NESTED, FAILED], sink, flush=False)
         assert hole.wait_for_bytes(1)
         with caplog.at_level(logging.WARNING, "ringtrace.sinks.otlp"):
-            timed_shutdown(sink, f"blackhole {protocol}", 1.0)
+            shut_down(sink, 1.0)
     kept = kept_spans(col)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept, 0, 0)
     assert sink.spans_failed_at_shutdown == kept and sink.export_retries == 0
@@ -138,17 +138,19 @@ def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol
     assert len(lost) == 1 and lost[0].startswith(f"otlp: {kept} spans lost")
 
 
+@pytest.mark.slow  # waits out real deadlines against real sockets
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_connect_that_hangs_does_not_hold_up_close(protocol: Protocol) -> None:
     """SYNs dropped (a full backlog): connecting hangs; flush + close still end at the deadline."""
     with Blackhole(accept=False) as hole:
         sink = OtlpSink(hole.endpoint, protocol)
         col = convert([FLOW], sink, flush=False)
-        timed_shutdown(sink, f"hanging connect {protocol}", 1.0)
+        shut_down(sink, 1.0)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept_spans(col), 0, 0)
     assert hole.connections == 0
 
 
+@pytest.mark.slow  # waits out real deadlines against real sockets
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_close_during_a_retry_wait_counts_pending_as_failed(protocol: Protocol) -> None:
     rx = OtlpReceiver().start()
@@ -156,7 +158,7 @@ def test_close_during_a_retry_wait_counts_pending_as_failed(protocol: Protocol) 
     sink = make_sink(rx, protocol, timeout=0.5,
                      retry=RetryPolicy(first_delay=8.0, max_delay=8.0, max_elapsed=60.0, jitter=0.0))
     col = convert([SMALL_NESTED, FAILED], sink, flush=False)
-    timed_shutdown(sink, f"endpoint down {protocol}", 0.5)  # the worker waits 8 s between tries: flush wakes it
+    shut_down(sink, 0.5)  # the worker waits 8 s between tries: flush wakes it
     assert (sink.spans_exported, sink.spans_failed, sink.pending_spans) == (0, kept_spans(col), 0)
     assert sink.export_requests >= 1
 
@@ -204,6 +206,7 @@ faults = st.one_of(st.just(OK), st.builds(Fault, st.sampled_from([grpc.StatusCod
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(faults, max_size=12), st.sampled_from(PROTOCOLS), st.integers(20, 400), st.integers(50, 2000),
        st.integers(1, 3))
+@pytest.mark.slow  # waits out real deadlines against real sockets
 def test_no_silent_loss_under_any_faults(rx: OtlpReceiver, script: list[Fault], protocol: Protocol,
                                          batch_size: int, max_queued: int, attempts: int) -> None:
     """Whatever the receiver answers: every kept span is exported, failed or dropped (queue), exactly once;
@@ -266,8 +269,9 @@ def test_otel_service_name_overrides_the_default(rx: OtlpReceiver, monkeypatch: 
 @pytest.mark.parametrize(("protocol", "endpoint"), [("grpc", "blackhole"), ("http/protobuf", "blackhole"),
                                                     ("grpc", "down"), ("http/protobuf", "400")])
 def test_watch_exits_on_sigterm_within_the_budget(tmp_path: Path, protocol: Protocol, endpoint: str) -> None:
-    """``ringtrace watch --otlp-endpoint`` that cannot deliver: SIGTERM -> exit 0 well before a generous
-    deadline (the app's budget is 4.5 s; the old code took 8-13 s), the loss said in one log line."""
+    """``ringtrace watch --otlp-endpoint`` that cannot deliver: SIGTERM -> exit 0, the spans given up at the
+    end of the shutdown budget and the loss said in one log line.  (How long the exit takes against the
+    4.5 s budget: ``tests/bench/bench_agent.py``; the old code took 8-13 s.)"""
     tree = tmp_path / "tree"
     for i, src in enumerate((SMALL_NESTED, SMALL_NESTED)):
         dst = tree / f"run{i}" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl"
@@ -291,23 +295,17 @@ def test_watch_exits_on_sigterm_within_the_budget(tmp_path: Path, protocol: Prot
                                  "--otlp-protocol", protocol, "--events", str(events)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 60
-            tick = threading.Event()
-            while not (events.exists() and len(events.read_text().splitlines()) == 2):  # both runs finished
-                assert proc.poll() is None and time.monotonic() < deadline, "watch did not finish the runs"
-                tick.wait(0.05)
+            wait_for(lambda: proc.poll() is not None or (events.exists() and len(events.read_text().splitlines()) == 2),
+                     timeout=60, what="both runs finished")
+            assert proc.poll() is None, "watch ended before SIGTERM"
             if hole is not None:
                 assert hole.wait_for_bytes(1)  # the export is under way, and stuck
-            t0 = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            _, stderr = proc.communicate(timeout=30)
-            took = time.monotonic() - t0
+            _, stderr = proc.communicate(timeout=60)  # a deadline against hanging
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    print(f"watch --otlp-endpoint {endpoint} ({protocol}): SIGTERM to exit {took:.2f} s")
     assert proc.returncode == 0, stderr
-    assert took < 7.5, f"took {took:.1f} s"  # generous: the budget is 4.5 s
     lost = [line for line in stderr.splitlines() if "spans lost" in line]
     assert len(lost) == 1 and f"otlp: {kept} spans lost" in lost[0], stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.model.records import Labels, Source
@@ -63,6 +64,7 @@ def test_a_path_that_is_not_utf8_is_exposed_with_replacement_characters() -> Non
     assert "caf\ufffd_run" in runs
 
 
+@pytest.mark.slow  # thousands of finished runs
 def test_rendering_many_finished_runs_reuses_their_lines(tmp_path: Path) -> None:
     clock = Clock(0.0)
     sink = PrometheusSink(clock=clock)
