@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench docs system-deps otel-newest proto clean
+.PHONY: demo test lint typecheck pytest bench docs report-shots system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ test: lint typecheck pytest
 # fails when they are stale
 docs: $(STAMP)
 	$(BIN)/python docs/generate.py
+
+# the report's screenshots that docs/outputs.md shows: written by its tests in real Chromium, copied to docs/img/
+REPORT_SHOTS := wedged failed program l3 l3-eight-ranks zoomed
+report-shots: $(STAMP)
+	$(BIN)/pytest -q tests/report
+	for n in $(REPORT_SHOTS); do cp test-artifacts/report/$$n.png docs/img/report-$$n.png; done
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench_summary.py

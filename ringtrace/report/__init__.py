@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ringtrace.analysis.advise import RunFacts, advise_programs
 from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, RunStarted, SinkEvent
@@ -87,13 +88,16 @@ def _key(fin: RunFinished) -> str:
     return fin.source.path or (fin.host_log.path if fin.host_log is not None else "")
 
 
-def _dump(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, separators=(",", ":")).replace("</", "<\\/")
+def _dump(doc: dict[str, Any]) -> bytes:
+    """The page's JSON (UTF-8), safe inside a ``<script>`` element: ``<`` (only ever inside a string) as
+    ``\\u003c``, so no ``</script>`` or ``<!--`` can end or change it."""
+    return msgspec.json.encode(doc).replace(b"<", b"\\u003c")
 
 
-def _fit(doc: dict[str, Any], runs: Sequence[tuple[Picture, RunFinished]], room: int) -> str:
+def _fit(doc: dict[str, Any], runs: Sequence[tuple[Picture, RunFinished]], room: int) -> bytes:
     """``doc`` as JSON of at most ``room`` bytes: the charts' columns merged to fewer, then (least problems
-    first) sources' charts left out, then sections cut to their verdict and figures."""
+    first) sources' charts left out, then sections cut to their verdict and figures.  Sizes are counted per
+    source (a source's JSON is its share of the page's), so the page is serialised a bounded number of times."""
     payload = _dump(doc)
     if len(payload) <= room:
         return payload
@@ -103,23 +107,29 @@ def _fit(doc: dict[str, Any], runs: Sequence[tuple[Picture, RunFinished]], room:
     width = max(MIN_WIDTH, int(WIDTH * max(room - fixed, 0) / max(chart_bytes, 1) * 0.9))
     for i, (pic, fin) in enumerate(runs):
         sources[i] = source_data(pic, fin, width)
-    payload = _dump(doc)
-    for d in reversed(sources):
-        if len(payload) <= room:
-            return payload
-        if d["charts"] or d["tensormap"]:
-            d["charts"], d["tensormap"], d["strings"], d["left_out"] = [], None, [], "charts"
-            payload = _dump(doc)
-    for d in reversed(sources):
-        if len(payload) <= room:
-            break
-        f = d["file"]
-        d["file"] = {k: f[k] for k in ("path", "verdict", "labels", "version", "records", "total", "dropped",
-                                       "fatal", "rings", "tensormap", "wedged")}
-        d["file"].update(findings=[], host_log=None, advice=[], problems=[])
-        d["left_out"] = "details"
-        payload = _dump(doc)
-    return payload
+    size = len(_dump(doc))
+    for cut in (_without_charts, _without_details):
+        for i in reversed(range(len(sources))):
+            if size <= room:
+                return _dump(doc)
+            before = len(_dump(sources[i]))
+            sources[i] = cut(sources[i])
+            size -= before - len(_dump(sources[i]))
+    return _dump(doc)
+
+
+def _without_charts(d: dict[str, Any]) -> dict[str, Any]:
+    if not d["charts"] and not d["tensormap"]:
+        return d
+    return {**d, "charts": [], "tensormap": None, "strings": [], "left_out": "charts"}
+
+
+def _without_details(d: dict[str, Any]) -> dict[str, Any]:
+    f = d["file"]
+    kept = {k: f[k] for k in ("path", "verdict", "labels", "version", "records", "total", "dropped", "fatal",
+                              "rings", "tensormap", "wedged")}
+    return {**d, "left_out": "details", "file": {**kept, "findings": [], "host_log": None, "advice": [],
+                                                  "problems": []}}
 
 
 def render(collector: ReportCollector, headroom: float, title: str = "ringtrace report") -> str:
@@ -134,7 +144,7 @@ def render(collector: ReportCollector, headroom: float, title: str = "ringtrace 
            "programs": [program_data(p, index) for p in programs]}
     template = page().replace("__TITLE__", html.escape(title))
     payload = _fit(doc, runs, BUDGET - len(template.encode()))
-    return template.replace("__DATA__", payload)
+    return template.replace("__DATA__", payload.decode())
 
 
 def report_paths(fins: Sequence[RunFinished]) -> str:

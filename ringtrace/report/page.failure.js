@@ -27,6 +27,10 @@ function failureBar(f) {
   if (cap) add(s, svg("line", {x1: X(cap), x2: X(cap), y1: T - 6, y2: T + 2 * row + 6, "class": "capacity"}),
     svg("text", {x: X(cap) - 4, y: T + 2 * row + 2, "text-anchor": "end", "class": "cap-label"}, "capacity " + withUnit(res, cap)));
   wrap.appendChild(s);
+  const key = el("div", {"class": "facts key"});
+  [["used", "used"], ["held", "neither used nor available, as the log counts them"], ["avail", "available"], ["asked", "requested"]]
+    .forEach(([cls, text]) => add(key, add(svg("svg", {width: 16, height: 10, "class": "glyph"}), svg("rect", {x: 1, y: 1, width: 14, height: 8, "class": cls})), text + "  "));
+  wrap.appendChild(key);
   const facts = [["capacity", cap], ["used", f.used], ["available", f.available], ["requested", f.requested]]
     .filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => k + " " + withUnit(res, v));
   wrap.appendChild(el("div", {"class": "facts"}, facts.join(" · ") + " — " + f.title + " (" + f.log + ":" + f.line + ")" +

@@ -43,7 +43,7 @@ function sizingPicture(a, row) {
   const b0 = a.lower_bound !== null ? X(a.lower_bound) : L, b1 = a.upper_bound !== null ? X(a.upper_bound) : L + pw;
   const bw = Math.max(2, Math.abs(b1 - b0));  // a closed bracket is a 2-pixel bar centred on its size
   add(s, add(svg("rect", {x: (b0 + b1) / 2 - bw / 2, y: 12, width: bw, height: AX - 14,
-    "class": "bracket" + (a.upper_bound === null ? " open" : "")}),
+    "class": "bracket" + (a.upper_bound === null || a.lower_bound === null ? " open" : "")}),
     svg("title", {}, "proven bracket: needs ≥ " + amount(res, a.lower_bound) + ", completed at " + amount(res, a.upper_bound))));
   if (a.estimate) add(s, add(svg("path", {d: `M${X(a.estimate)},${AX - 20}l5,6l-5,6l-5,-6z`, "class": "estimate"}),
     svg("title", {}, "estimate " + amount(res, a.estimate))));

@@ -28,7 +28,9 @@ function amount(res, n) {
   return n + " B";
 }
 // A figure with its unit, for sentences and labels: "4 slots", "64.0 KiB", "12 entries".
-function withUnit(res, n) { return res === "heap" ? amount(res, n) : amount(res, n) + " " + UNIT[res]; }
+function withUnit(res, n) {
+  return res === "heap" ? amount(res, n) : amount(res, n) + " " + (n === 1 ? UNIT[res].replace(/s$/, "").replace(/ie$/, "y") : UNIT[res]);
+}
 function pct(x) { return x === null || x === undefined ? "-" : (100 * x).toFixed(x >= 10 ? 0 : 1) + "%"; }
 function small(x) { return x < 0.001 ? "<0.1%" : pct(x); }
 function trim(v) { return String(parseFloat(v.toFixed(2))); }

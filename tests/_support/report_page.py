@@ -3,12 +3,14 @@
 :func:`write_report` runs the real ``ringtrace report`` command; :class:`Browser` opens a page from ``file://``
 with every request other than the page itself refused and recorded, and collects console and page errors;
 :func:`summary_json` / :func:`advise_json` run the real commands whose figures the page must show.  Screenshots go
-to ``test-artifacts/report/`` (git-ignored; ``docs/img/`` keeps the ones the docs show: ``make report-shots``).
+to ``test-artifacts/report/`` (git-ignored; ``make report-shots`` copies the ones the docs show into
+``docs/img/``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,11 +29,15 @@ PA_LOOP = FIXTURES / "pa_var4_loop" / "outputs"
 
 
 def ringtrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ringtrace", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "ringtrace", *args], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
 
 
 def write_report(out: Path, *paths: Path) -> Path:
-    proc = ringtrace("report", *map(str, paths), "-o", str(out))
+    """The real ``ringtrace report`` on ``paths`` (from the checkout's root, paths inside it relative, as a user
+    would type them: the pages and their screenshots show ``tests/fixtures/...``)."""
+    shown = [os.path.relpath(p, ROOT) if p.resolve().is_relative_to(ROOT) else str(p) for p in paths]
+    proc = ringtrace("report", *shown, "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -77,13 +83,22 @@ class Opened:
     def clean(self) -> bool:
         return self.errors == [] and self.requests == []
 
-    def shot(self, name: str, selector: str | None = None) -> Path:
+    def shot(self, name: str, selector: str | None = None, until: str | None = None) -> Path:
+        """``test-artifacts/report/<name>.png``: the whole page, the element ``selector``, or the page from that
+        element's top to the bottom of the element ``until`` (a picture small enough for the docs)."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
         if selector is None:
             self.page.screenshot(path=str(path), full_page=True)
-        else:
+        elif until is None:
             self.page.locator(selector).first.screenshot(path=str(path))
+        else:
+            top, end = (self.page.evaluate(
+                "(s) => { const r = document.querySelector(s).getBoundingClientRect(); "
+                "return {x: r.left + scrollX, y: r.top + scrollY, w: r.width, b: r.bottom + scrollY}; }", sel)
+                for sel in (selector, until))
+            clip = {"x": top["x"], "y": top["y"], "width": top["w"], "height": end["b"] - top["y"] + 4}
+            self.page.screenshot(path=str(path), full_page=True, clip=clip)
         return path
 
 

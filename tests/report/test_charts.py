@@ -68,7 +68,7 @@ def plot_point(o: Opened, chart: Any, line: int) -> tuple[float, float]:
 def test_a_wedged_run_charts_what_moved_with_axes_and_one_wedge_label(chromium: Browser, tmp_path: Path) -> None:
     run = FLOW.parents[2]
     o = chromium.open(write_report(tmp_path / "r.html", run))
-    o.shot("wedged", "section#s0")
+    o.shot("wedged", "section#s0", "section#s0 .chart")  # the verdict down to the first chart
     assert o.clean(), (o.errors, o.requests)
     [obj] = summary_json(run)
     v = obj["verdict"]

@@ -19,7 +19,8 @@ WORDS = {"task_window": "task window", "heap": "heap", "dep_pool": "dep pool"}
 
 def with_unit(resource: str, n: int) -> str:
     if resource != "heap":
-        return f"{n} {'slots' if resource == 'task_window' else 'entries'}"
+        names = ("slot", "slots") if resource == "task_window" else ("entry", "entries")
+        return f"{n} {names[n != 1]}"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return f"{n / size:.1f} {unit}"
@@ -50,7 +51,7 @@ def test_a_failed_run_without_records_is_drawn_from_its_host_log(chromium: Brows
     assert len(bar.locator("g.x-axis text.tick").all_text_contents()) >= 2
     assert bar.locator("g.y-axis text.tick").all_text_contents() == ["ring state", "request"]
     assert bar.locator("text.cap-label").all_text_contents() == [f"capacity {with_unit(d['resource'], d['capacity'])}"]
-    facts = bar.locator(".facts").inner_text()
+    facts = bar.locator(".facts:not(.key)").inner_text()
     res = d["resource"]
     used = d["heap_used"] if res == "heap" else d["pool_used"]
     asked = d["requested_bytes"] if res == "heap" else d["pool_needed"]
@@ -60,7 +61,7 @@ def test_a_failed_run_without_records_is_drawn_from_its_host_log(chromium: Brows
         assert f"available {with_unit(res, d['heap_available'])}" in facts
     assert f"host.log:{d['line']}" in facts
     # the bars' lengths follow the numbers: the request's bar against the capacity line
-    cap_x = bar.locator("line.capacity").bounding_box()["x"]
-    asked_box = bar.locator("rect.asked").bounding_box()
+    cap_x = bar.locator("svg.fbar line.capacity").bounding_box()["x"]
+    asked_box = bar.locator("svg.fbar rect.asked").bounding_box()
     axis0 = bar.locator("g.x-axis line.grid").first.bounding_box()["x"]  # the tick at 0
     assert abs((asked_box["x"] + asked_box["width"] - axis0) / (cap_x - axis0) - asked / d["capacity"]) < 0.02

@@ -122,3 +122,17 @@ def test_watch_writes_one_report_per_finished_run(chromium: Browser, tmp_path: P
     o = chromium.open(pages[0])
     assert o.clean(), (o.errors, o.requests)
     assert o.page.locator("section.source").count() == 1
+
+
+def test_a_path_that_looks_like_markup_stays_data(chromium: Browser, tmp_path: Path) -> None:
+    """A run under ``x</script><!--y/`` (paths are data, in the page's title and its JSON): the page still
+    opens and shows them as text."""
+    sample = SAMPLES / "outputs" / "TestScopeStats_default_20261130_101210" / "scope_stats" / "scope_stats.jsonl"
+    run = tmp_path / "x<" / "script><!--y" / "scope_stats"
+    run.mkdir(parents=True)
+    shutil.copy(sample, run / "scope_stats.jsonl")
+    o = chromium.open(write_report(tmp_path / "r.html", run / "scope_stats.jsonl"))
+    assert o.clean(), (o.errors, o.requests)
+    assert o.page.locator("section#s0 > h2").inner_text() == "script><!--y"
+    assert "x</script><!--y/scope_stats" in o.page.locator("h1").inner_text()
+    assert "x</script><!--y/scope_stats" in o.page.locator("section#s0 > .muted").first.inner_text()
