@@ -99,10 +99,15 @@ function section(src, i, common, single, anchor) {
     root.appendChild(legend());
     doc.programs.forEach((p, j) => root.appendChild(programBlock(p, j)));
   }
+  const states = [];
   doc.sources.forEach((s, i) => {
     const [box, state] = section(s, i, common, single, single ? legend() : null);
     root.appendChild(box);
     state.draws.forEach(f => f());
+    states.push(state);
   });
+  let pending = false;  // a resized window redraws the charts at their new width, once per frame
+  window.addEventListener("resize", () => { if (pending) return; pending = true;
+    requestAnimationFrame(() => { pending = false; states.forEach(st => st.draws.forEach(f => f())); }); });
   document.body.setAttribute("data-ready", "1");
 })();

@@ -156,4 +156,9 @@ def test_hover_and_zoom_on_a_long_real_run(chromium: Browser, tmp_path: Path) ->
     o.page.mouse.dblclick(box["x"] + 0.5 * box["width"], y)
     assert {(s.get_attribute("data-x0"), s.get_attribute("data-x1")) for s in svgs.all()} == {
         (str(first - 0.5), str(last + 0.5))}
+    # a narrower window: the charts are drawn again at its width, axes and all
+    wide = float(svgs.first.get_attribute("width"))
+    o.page.set_viewport_size({"width": 900, "height": 900})
+    o.page.wait_for_function("(w) => +document.querySelector('svg.tchart').getAttribute('width') < w", arg=wide)
+    check_axes(o, sec)
     assert o.clean(), o.errors
