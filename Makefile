@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck pytest bench docs golden system-deps otel-newest proto clean
+.PHONY: demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ docs: $(STAMP)
 # review the diff before committing (tests/golden/README.md)
 golden: $(STAMP)
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden.py
+
+# the report's screenshots that docs/outputs.md shows: written by its tests in real Chromium, copied to docs/img/
+REPORT_SHOTS := wedged failed program l3 l3-eight-ranks zoomed
+report-shots: $(STAMP)
+	$(BIN)/pytest -q tests/report
+	for n in $(REPORT_SHOTS); do cp test-artifacts/report/$$n.png docs/img/report-$$n.png; done
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench_summary.py

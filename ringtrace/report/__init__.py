@@ -1,82 +1,44 @@
 """``ringtrace report``: one self-contained HTML page per set of runs, small whatever the runs' size.
 
-:class:`ReportCollector` is a sink (receive / flush / close, called from one thread in event order):
-it keeps per source a bounded picture of the run (:mod:`ringtrace.report._series`: per pixel column
-the min and max occupancy of every ring and resource, the per-scope figures, the tensormap) and the
-finished run.  :func:`render` turns what it collected into one HTML file: no network, no CDN (the
-page's own script draws inline SVG from the data embedded in it), so it opens offline.  The page
-leads with the verdict (wedged, failed, near capacity, healthy) and the advice (the program answer
-of :func:`ringtrace.analysis.advise.advise_programs` and its RunConfig); with several sources an overview
-(problems first) comes before a section per source.  The numbers shown are the ``summary --format
-json`` file object of each run, embedded as is.
+:class:`ReportCollector` is a sink (receive / flush / close, called from one thread in event order): it
+keeps per source a bounded picture of the run (:class:`ringtrace.report._source.Picture`) and the finished
+run.  :func:`render` turns what it collected into one HTML file of at most :data:`BUDGET` bytes: no network,
+no CDN (the page's own script draws inline SVG from the data embedded in it), so it opens offline.
+
+The page leads with the verdicts (each run's :class:`~ringtrace.model.records.Verdict`, rendered in a few
+words; several sources: an overview, problems first, and per multi-rank run a rank x dispatch x ring heatmap
+of the proven need's share of capacity), then per program the sizing picture of
+:func:`ringtrace.analysis.advise.advise_programs`'s answer (``_sizing``), then a section per source: its
+charts with axes in its own units (``_source``), or for a failed run without records the ring's state from
+its host log.  The numbers shown are the ``summary --format json`` file object and the ``advise --format
+json`` program object, embedded as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
-import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ringtrace.analysis.advise import ProgramAnswer, RunFacts, advise_programs, program_json, snippet
-from ringtrace.model.records import RESOURCES, WANT_ALL, Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
-from ringtrace.model.runtime import error_name
+import msgspec
+
+from ringtrace.analysis.advise import RunFacts, advise_programs
+from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, RunStarted, SinkEvent
 from ringtrace.report._page import page
-from ringtrace.report._series import Series
-from ringtrace.sinks.summary import file_object
+from ringtrace.report._sizing import program_data
+from ringtrace.report._source import Picture, source_data
 
 WIDTH = 600
-"""Columns per chart (one per pixel of the page's chart width)."""
-
-
-class _Source:
-    """What one run's picture needs, bounded by :data:`WIDTH` per series."""
-
-    def __init__(self, width: int, lines: int | None) -> None:
-        self.width = width
-        self.span = -(-lines // width) if lines else 1  # records per column when the run's length is known
-        self.occ: dict[tuple[int, int], Series] = {}  # (ring, resource index) -> head - tail at every record
-        self.scope: dict[tuple[int, int, int], Series] = {}  # (ring, resource, figure) -> per scope, at its end
-        self.tensormap = Series(width, self.span)
-        self.last_line = 0
-        self.finished: RunFinished | None = None
-
-    def _series(self, table: dict[Any, Series], key: Any) -> Series:
-        s = table.get(key)
-        if s is None:
-            s = table[key] = Series(self.width, self.span)
-        return s
-
-    def records(self, event: RunProgress) -> None:
-        """One chunk: grouped per ring, then each series fed a column at a time (C-level min/max)."""
-        recs = event.records
-        if recs:
-            self.tensormap.extend([r.line for r in recs], [r.tensormap for r in recs], recs)
-            self.last_line = recs[-1].line
-            rings = {r.ring for r in recs}
-            for ring in sorted(rings):
-                rs: list[Record] = [r for r in recs if r.ring == ring] if len(rings) > 1 else list(recs)
-                xs = [r.line for r in rs]
-                self._series(self.occ, (ring, 0)).extend(xs, [r.task_window_end - r.task_window_start for r in rs], rs)
-                self._series(self.occ, (ring, 1)).extend(xs, [r.heap_end - r.heap_start for r in rs], rs)
-                if rs[0].dep_pool_end is not None:
-                    self._series(self.occ, (ring, 2)).extend(
-                        xs, [(r.dep_pool_end or 0) - (r.dep_pool_start or 0) for r in rs], rs)
-        every = [e for e in event.events if type(e) is Scope]
-        for ring in sorted({e.ring for e in every}):
-            ss = [e for e in every if e.ring == ring]
-            xs = [e.end_line for e in ss]
-            for i in range(len(RESOURCES)):
-                if ss[0].usage[i] is None:
-                    continue
-                us = [e.usage[i] for e in ss]
-                # live at exit is the occupancy band at the scope's end record: not kept twice
-                self._series(self.scope, (ring, i, 0)).extend(xs, [u.high_water if u else 0 for u in us], ss)
-                self._series(self.scope, (ring, i, 2)).extend(xs, [u.alloc if u else 0 for u in us], ss)
+"""Columns per series kept while reading (about one per pixel of a chart)."""
+BUDGET = 2 << 20
+"""The page's size ceiling in bytes, at any input size (columns are merged, then charts left out, to fit)."""
+MIN_WIDTH = 48
+"""Fewest columns a chart is drawn with before charts are left out instead."""
+_SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 
 class ReportCollector:
@@ -87,13 +49,13 @@ class ReportCollector:
 
     def __init__(self, width: int = WIDTH) -> None:
         self.width = width
-        self.sources: dict[tuple[str, int], _Source] = {}
+        self.sources: dict[tuple[str, int], Picture] = {}
         self.order: list[tuple[str, int]] = []
 
-    def _get(self, key: tuple[str, int], lines: int | None = None) -> _Source:
+    def _get(self, key: tuple[str, int], lines: int | None = None) -> Picture:
         src = self.sources.get(key)
         if src is None:
-            src = self.sources[key] = _Source(self.width, lines)
+            src = self.sources[key] = Picture(self.width, lines)
             self.order.append(key)
         return src
 
@@ -120,82 +82,69 @@ class ReportCollector:
 
 # -- the page -------------------------------------------------------------------------------------------
 
-_SEVERITY = {"error": 0, "warning": 1, "info": 2}
+
+def _key(fin: RunFinished) -> str:
+    """A run's key in the program answers' ``sources``: its file, or its host log for a log alone."""
+    return fin.source.path or (fin.host_log.path if fin.host_log is not None else "")
 
 
-def verdict(fin: RunFinished) -> dict[str, str]:
-    """The run's verdict first: ``{"kind": wedged|failed|near|healthy, "text": ...}``."""
-    s = fin.summary
-    if s.wedged:
-        inner = s.wedged[-1]
-        cause = fin.wedge_cause
-        code = ""
-        if cause is not None and cause.code is not None:
-            code = (f"; {'confirmed' if cause.confirmed else 'likely'} orch_error_code={cause.code} "
-                    f"{error_name(cause.code) or ''}").rstrip()
-        return {"kind": "wedged", "text": f"wedged in {inner.site} (depth {inner.depth}, ring {inner.ring}, "
-                                          f"line {inner.line}){code}"}
-    log = fin.host_log
-    if log is not None and log.failed:
-        return {"kind": "failed",
-                "text": f"failed: the host log reports code {log.failure_code} {log.failure_name or ''}".rstrip()}
-    warn = [f for f in fin.findings if f.severity != "info"]
-    if any(f.severity == "error" for f in warn):
-        return {"kind": "failed", "text": next(f.message for f in warn if f.severity == "error")}
-    if warn:
-        return {"kind": "near", "text": warn[0].message}
-    return {"kind": "healthy", "text": "healthy: every ring completed within its capacity"}
+def _dump(doc: dict[str, Any]) -> bytes:
+    """The page's JSON (UTF-8), safe inside a ``<script>`` element: ``<`` (only ever inside a string) as
+    ``\\u003c``, so no ``</script>`` or ``<!--`` can end or change it."""
+    return msgspec.json.encode(doc).replace(b"<", b"\\u003c")
 
 
-def _strings(table: dict[str, int], text: str) -> int:
-    if text not in table:
-        table[text] = len(table)
-    return table[text]
+def _fit(doc: dict[str, Any], runs: Sequence[tuple[Picture, RunFinished]], room: int) -> bytes:
+    """``doc`` as JSON of at most ``room`` bytes: the charts' columns merged to fewer, then (least problems
+    first) sources' charts left out, then sections cut to their verdict and figures.  Sizes are counted per
+    source (a source's JSON is its share of the page's), so the page is serialised a bounded number of times."""
+    payload = _dump(doc)
+    if len(payload) <= room:
+        return payload
+    sources: list[dict[str, Any]] = doc["sources"]
+    chart_bytes = sum(len(_dump({"c": d["charts"], "t": d["tensormap"]})) for d in sources)
+    fixed = len(payload) - chart_bytes
+    width = max(MIN_WIDTH, int(WIDTH * max(room - fixed, 0) / max(chart_bytes, 1) * 0.9))
+    for i, (pic, fin) in enumerate(runs):
+        sources[i] = source_data(pic, fin, width)
+    size = len(_dump(doc))
+    for cut in (_without_charts, _without_details):
+        for i in reversed(range(len(sources))):
+            if size <= room:
+                return _dump(doc)
+            before = len(_dump(sources[i]))
+            sources[i] = cut(sources[i])
+            size -= before - len(_dump(sources[i]))
+    return _dump(doc)
 
 
-def _source_data(src: _Source, fin: RunFinished) -> dict[str, Any]:
-    strings: dict[str, int] = {}
-    x_max = max(src.last_line, 1)
-    used = {(p.ring, RESOURCES.index(p.resource)) for p in fin.summary.peaks if p.scopes and (
-        p.high_water or p.live or p.alloc or p.live_at_exit)}
-    wedged_rings = {w.ring for w in fin.summary.wedged[-1:]}
-    charts = []
-    for (ring, i), series in sorted(src.occ.items()):
-        cols = series.columns(x_max)
-        if (ring, i) not in used and not any(c[2] for c in cols) and ring not in wedged_rings:
-            continue  # a ring resource with nothing in it is folded away (unless the run wedged on that ring)
-        cap = fin.summary.meta.capacity(RESOURCES[i], ring) if fin.summary.meta is not None else None
-        figs = {}
-        for f, name in ((0, "high_water"), (2, "alloc")):
-            s = src.scope.get((ring, i, f))
-            figs[name] = [[c[3], c[2], _strings(strings, c[4].site), c[4].depth, c[4].begin_line]
-                          for c in (s.columns(x_max) if s is not None else [])]
-        charts.append({"ring": ring, "resource": RESOURCES[i], "capacity": cap,
-                       "occ": [[c[0], c[1], c[2], c[3], _strings(strings, c[4].site), c[4].depth] for c in cols],
-                       **figs})
-    tm = [[c[0], c[1], c[2], c[3], _strings(strings, c[4].site), c[4].depth] for c in src.tensormap.columns(x_max)]
-    return {"file": file_object(fin), "name": fin.source.name, "verdict": verdict(fin), "x_max": x_max,
-            "charts": charts, "tensormap": tm, "strings": list(strings)}
+def _without_charts(d: dict[str, Any]) -> dict[str, Any]:
+    if not d["charts"] and not d["tensormap"]:
+        return d
+    return {**d, "charts": [], "tensormap": None, "strings": [], "left_out": "charts"}
 
 
-def _program(pa: ProgramAnswer) -> dict[str, Any]:
-    obj = program_json(pa)
-    obj["snippets"] = [snippet(k, v) for k, v in pa.run_config]
-    return obj
+def _without_details(d: dict[str, Any]) -> dict[str, Any]:
+    f = d["file"]
+    kept = {k: f[k] for k in ("path", "verdict", "labels", "version", "records", "total", "dropped", "fatal",
+                              "rings", "tensormap", "wedged")}
+    return {**d, "left_out": "details", "file": {**kept, "findings": [], "host_log": None, "advice": [],
+                                                  "problems": []}}
 
 
 def render(collector: ReportCollector, headroom: float, title: str = "ringtrace report") -> str:
     """The HTML page of every finished run the collector holds (problems first), with the program answers."""
-    fins = collector.finished()
+    runs = [(pic, fin) for k in collector.order if (fin := (pic := collector.sources[k]).finished) is not None]
+    runs.sort(key=lambda r: (_SEVERITY.get(r[1].verdict.severity, 2), r[1].source.name, _key(r[1])))
+    fins = [fin for _, fin in runs]
     programs = advise_programs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
                                 for f in fins], headroom)
-    data = [_source_data(collector.sources[k], f) for k in collector.order
-            if (f := collector.sources[k].finished) is not None]
-    rank = {"wedged": 0, "failed": 0, "near": 1, "healthy": 2}
-    data.sort(key=lambda d: (rank[d["verdict"]["kind"]], d["name"]))
-    doc = {"title": title, "sources": data, "programs": [_program(p) for p in programs]}
-    payload = json.dumps(doc, separators=(",", ":")).replace("</", "<\\/")
-    return page().replace("__TITLE__", html.escape(title)).replace("__DATA__", payload)
+    index = {_key(fin): (i, fin) for i, fin in enumerate(fins)}
+    doc = {"title": title, "sources": [source_data(pic, fin, collector.width) for pic, fin in runs],
+           "programs": [program_data(p, index) for p in programs]}
+    template = page().replace("__TITLE__", html.escape(title))
+    payload = _fit(doc, runs, BUDGET - len(template.encode()))
+    return template.replace("__DATA__", payload.decode())
 
 
 def report_paths(fins: Sequence[RunFinished]) -> str:

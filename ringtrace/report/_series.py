@@ -85,8 +85,10 @@ class Series:
                 merged.append(col)
         self.cols = merged
 
-    def columns(self, x_max: int) -> list[list[Any]]:
-        """At most ``width`` columns over ``[0, x_max]`` (merging further where the run was short of a lap)."""
-        while self.cols and (x_max >> self.shift) >= self.width:
+    def columns(self, x_max: int, width: int | None = None) -> list[list[Any]]:
+        """At most ``width`` (default: the series' own) columns over ``[0, x_max]``, merging further where the
+        run was short of a lap or a page's budget asks for fewer (merging is in place: only ever coarser)."""
+        want = self.width if width is None else max(1, min(width, self.width))
+        while self.cols and (x_max >> self.shift) >= want:
             self._halve()
         return self.cols
