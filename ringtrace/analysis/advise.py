@@ -223,7 +223,7 @@ class _Bound:
     """The evidence of one unit (a rank of a program) for one (ring, resource)."""
 
     __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "known", "lo_need", "lo_src", "lo_why", "proven",
-                 "request", "used")
+                 "request", "retry", "used")
 
     def __init__(self) -> None:
         self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)
@@ -234,6 +234,7 @@ class _Bound:
         self.est_src = ""
         self.proven = 0  # the most the records alone proved
         self.request = 0  # the largest request a failure report shows (heap bytes)
+        self.retry = 0  # a size where the allocator gave up once after ~500 ms (backstop): run it again first
         self.failed: list[int] = []  # capacities at which this resource was proven short
         self.used = False
         self.known = False  # some run stated this capacity (0 in the metadata means unknown)
@@ -307,12 +308,26 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             continue
         pending.append(short)
     for short in pending:
-        hi = bounds[(short.ring, short.resource)].hi if short.ring is not None else None
-        if short.backstop and hi is not None and short.capacity is not None and short.capacity >= hi:
-            continue  # a wall-clock give-up where the same size completed: load, not a shortfall (re-run)
-        if short.ring is not None:  # a report that names no ring is pinned later (_pin_ringless)
-            _prove(bounds, short)
+        if short.ring is None:  # a report that names no ring is pinned later (_pin_ringless)
+            continue
+        b = bounds[(short.ring, short.resource)]
+        if short.backstop and short.capacity is not None and not _believed(short, pending, b):
+            b.used = b.known = True
+            b.retry = max(b.retry, short.capacity)  # one wall-clock give-up: run that size again first
+            continue
+        _prove(bounds, short)
     return bounds, blocked
+
+
+def _believed(short: _Shortfall, shorts: Sequence[_Shortfall], b: _Bound) -> bool:
+    """A backstop failure (the allocator gave up after ~500 ms without reclaim progress, which a loaded machine
+    can do at a size that suffices) proves a shortfall only once it is not alone: another failure of the same
+    ring and resource at the same size or above, and no completion at or below it (the realsim README:
+    "re-run before believing a single failure")."""
+    if b.hi is not None and short.capacity is not None and short.capacity >= b.hi:
+        return False
+    return any(o is not short and (o.ring, o.resource) == (short.ring, short.resource) and o.capacity is not None
+               and short.capacity is not None and o.capacity >= short.capacity for o in shorts)
 
 
 def _prove(bounds: dict[Key, _Bound], short: _Shortfall) -> None:
@@ -432,6 +447,10 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held
         est = max(est, b.proven + b.request)
     est_txt = f"; the records show about {fmt(r, est)}" if est > lo else ""
+    if b.retry and (hi_known is None or b.retry < hi_known) and b.retry >= lo:
+        return _Plan("probe_ok", b.retry, f"the allocator gave up at {fmt(r, b.retry)} after ~500 ms without reclaim "
+                                          "progress (a loaded machine can, at a size that suffices): run it again "
+                                          f"before believing it; {lo_txt}")
     if hi_known is None:
         p = max(close, _closing(r, est, h) if est > close else 0)
         why = "no run completed yet" if b.hi is None else (f"{fmt(r, b.hi)} completed once but {fmt(r, lo - 1)} "
