@@ -1,6 +1,8 @@
 """Fixtures every test may use (the helpers they are built from live in ``tests/_support/``).
 
-* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test.
+* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test
+  (``RINGTRACE_PURE`` stays: ``make test`` runs the stage and reading tests with it, and the commands
+  those tests start must read with the same path).
 * ``cli`` — ``cli(*argv)`` runs ``ringtrace.cli.main`` in-process and returns a
   :class:`tests._support.cli.Result`; it fails the test if the command printed a traceback.
 * ``write_jsonl`` — write a file of dicts (JSON-encoded as the runtime does) and raw
@@ -23,7 +25,7 @@ from tests._support.scope_stats import Line, WriteJsonl, encode_lines
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
-        if key.startswith("RINGTRACE_"):
+        if key.startswith("RINGTRACE_") and key != "RINGTRACE_PURE":
             monkeypatch.delenv(key)
 
 
