@@ -70,7 +70,8 @@ class LinkedDecoder(Decoder):
         if not BUILT:
             raise RuntimeError("the compiled reading core was not built (no C compiler at install)")
         self.pairer = pairer
-        self._keep = keep_records or pairer is None
+        self.keep_records = keep_records or pairer is None
+        """Records are among the items :meth:`feed` returns (always without a pairer)."""
         self._scanner = _core.Scanner(pairer, keep_records)
         self._configured: tuple[Meta | None, int] | None = None  # what the scanner was told: (meta, version)
         self._fast = False
@@ -151,5 +152,5 @@ class LinkedDecoder(Decoder):
         records = [item for item in made if type(item) is Record]
         if records:
             pairer.push_linked(records)
-            if not self._keep:
+            if not self.keep_records:
                 out[mark:] = [item for item in made if type(item) is not Record]

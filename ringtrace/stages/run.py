@@ -80,7 +80,10 @@ class Run:
         before = decoder.records
         items = decoder.feed(chunk)
         if self._linked() is not None:
-            return self._consume(items, decoder.records - before)
+            read = decoder.records - before
+            if read and len(items) == read and cast("LinkedDecoder", decoder).keep_records:
+                return self._progress(cast("list[Record]", items), [], read)  # records only (the usual chunk)
+            return self._consume(items, read)
         if items and len(items) == decoder.records - before:  # records only (the usual chunk)
             return self._progress(cast("list[Record]", items), [])
         return self._consume(items)
