@@ -79,14 +79,11 @@ class Run:
         decoder = self.decoder
         before = decoder.records
         items = decoder.feed(chunk)
-        if self._linked() is not None:
-            read = decoder.records - before
-            if read and len(items) == read and cast("LinkedDecoder", decoder).keep_records:
-                return self._progress(cast("list[Record]", items), [], read)  # records only (the usual chunk)
-            return self._consume(items, read)
-        if items and len(items) == decoder.records - before:  # records only (the usual chunk)
-            return self._progress(cast("list[Record]", items), [])
-        return self._consume(items)
+        read = decoder.records - before
+        paired = -1 if self._linked() is None else read  # the compiled core paired them as it read them
+        if read and len(items) == read and (paired < 0 or cast("LinkedDecoder", decoder).keep_records):
+            return self._progress(cast("list[Record]", items), [], paired)  # records only (the usual chunk)
+        return self._consume(items, paired)
 
     def finish(self, reason: FinishReason, key: str = "") -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes and findings.

@@ -115,7 +115,7 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
         assert compiled.open_scopes == pairer.open_scopes
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records(), metas(), st.randoms(use_true_random=False))
 def test_the_pairers_agree_on_any_records(recs: list[Record], meta: Meta | None, rnd: random.Random) -> None:
     """Records the decoder would never pass (negative or huge counters, rings out of range, a dep pool on
