@@ -3,24 +3,33 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE := $(VENV)/.core
 
 .PHONY: demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The compiled reading core (ringtrace/stages/_core.c, built in place by the install above), rebuilt when
+# its source changes.  Without a C compiler the build says so in one line and ringtrace reads with its
+# pure-Python path.
+$(CORE): $(STAMP) ringtrace/stages/_core.c
+	$(BIN)/python setup.py -q build_ext --inplace
+	@$(BIN)/python -c "from ringtrace.stages import core; core.BUILT or print('ringtrace: no compiled reading core (no C compiler?): the pure-Python path is used')"
+	touch $(CORE)
+
 # Debian packages the tests drive for real (Prometheus server and promtool, Chromium).
 system-deps:
 	bash scripts/system-deps.sh
 
-demo: $(STAMP)
+demo: $(STAMP) $(CORE)
 	$(BIN)/ringtrace demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check ringtrace tests deploy docs
+	$(BIN)/ruff check ringtrace tests deploy docs setup.py
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
 typecheck: $(STAMP)
@@ -36,8 +45,12 @@ otel-newest: $(STAMP)
 		|| { [ "$$CI" != "true" ] && echo "otel-newest: no package index reachable; testing the installed OpenTelemetry"; }
 	@$(BIN)/python -c "from importlib.metadata import version as v; print('OpenTelemetry under test: sdk', v('opentelemetry-sdk'), 'proto', v('opentelemetry-proto'))"
 
-pytest: $(STAMP) system-deps otel-newest
+# The whole suite on the compiled core (where it was built; tests/stages/test_core.py compares it with the
+# pure path in every run), then the stage, reading and golden tests again on the pure-Python path (not
+# test_core.py: it runs both paths whatever RINGTRACE_PURE says).
+pytest: $(STAMP) $(CORE) system-deps otel-newest
 	$(BIN)/pytest -q
+	RINGTRACE_PURE=1 $(BIN)/pytest -q tests/stages tests/reading tests/test_golden.py --ignore=tests/stages/test_core.py
 
 test: lint typecheck pytest
 
@@ -62,8 +75,8 @@ report-shots: $(STAMP)
 	$(BIN)/pytest -q tests/report
 	for n in $(REPORT_SHOTS); do cp test-artifacts/report/$$n.png docs/img/report-$$n.png; done
 
-bench: $(STAMP)
+bench: $(STAMP) $(CORE)
 	$(BIN)/python tests/bench/bench_summary.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build ringtrace/stages/_core*.so

@@ -6,7 +6,9 @@ Lanes: ``make test-fast`` runs ``pytest -m "not slow"`` (unit and golden tests, 
 automatically when it starts agents (it asks for the ``agents`` fixture) or lives in ``tests/e2e``
 or ``tests/deploy``.
 
-* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test.
+* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test
+  (``RINGTRACE_PURE`` stays: ``make test`` runs the stage and reading tests with it, and the commands
+  those tests start must read with the same path).
 * ``cli`` — ``cli(*argv)`` runs ``ringtrace.cli.main`` in-process and returns a
   :class:`tests._support.cli.Result`; it fails the test if the command printed a traceback.
 * ``write_jsonl`` — write a file of dicts (JSON-encoded as the runtime does) and raw
@@ -29,7 +31,7 @@ from tests._support.scope_stats import Line, WriteJsonl, encode_lines
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
-        if key.startswith("RINGTRACE_"):
+        if key.startswith("RINGTRACE_") and key != "RINGTRACE_PURE":
             monkeypatch.delenv(key)
 
 

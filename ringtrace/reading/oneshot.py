@@ -60,7 +60,7 @@ def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,
             seen_at = path.stat().st_mtime
         except OSError:
             seen_at = 0.0
-        run = Run(Source(str(path), source_labels(path)), thresholds, seen_at,
+        run = Run(Source(str(path), source_labels(path)), thresholds, seen_at, sinks.wants,
                   host_log=host_logs.get(path) if host_logs else None, alone=path in alone)
         try:
             with open_input(path) as fh:

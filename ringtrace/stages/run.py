@@ -3,12 +3,16 @@
 The caller (the file reader for ``summary``/``convert``, the tailer for ``watch``) owns the
 file and the clock; it calls :meth:`Run.feed` with each chunk in order and :meth:`Run.finish`
 once, with the reason the run ended.  Nothing here blocks or raises for bad data.
+
+Where the compiled core was built (:data:`ringtrace.stages.core.COMPILED`), a run reads through it: the
+same items, events and summaries as the pure-Python stages, with no :class:`Record` or event object
+made unless the sinks read them (``wants``).
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ringtrace.analysis.advise import advise
 from ringtrace.model.records import (
@@ -30,10 +34,15 @@ from ringtrace.model.records import (
     Wants,
 )
 from ringtrace.sources.paths import labels_for
+from ringtrace.stages import core
+from ringtrace.stages.core import LinkedDecoder
 from ringtrace.stages.decode import Decoder, Item
 from ringtrace.stages.diagnose import Thresholds, describe_log, diagnose, wedge_causes
 from ringtrace.stages.pair import Pairer
 from ringtrace.stages.verdict import verdict_of
+
+if TYPE_CHECKING:
+    from ringtrace.stages import _core
 
 KEEP_PROBLEMS = 100
 """Problems kept for the final report; all are counted."""
@@ -43,13 +52,22 @@ class Run:
     """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
 
     def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0,
-                 wants: Wants = WANT_ALL, host_log: HostLog | None = None, alone: bool = False) -> None:
+                 wants: Wants = WANT_ALL, host_log: HostLog | None = None, alone: bool = False,
+                 compiled: bool | None = None) -> None:
+        """``compiled``: read through the compiled core (True), the pure-Python stages (False), or
+        whichever :data:`ringtrace.stages.core.COMPILED` says (None)."""
         self.source = source
         self.wants = wants
         self.seen_at = seen_at
         self.thresholds = thresholds or Thresholds()
-        self.decoder = Decoder()
-        self.pairer = Pairer()
+        self.decoder: Decoder
+        self.pairer: Pairer | _core.Pairer
+        if core.COMPILED if compiled is None else compiled:
+            self.pairer = pairer = core.pairer(keep_events=wants.events)
+            self.decoder = LinkedDecoder(pairer, keep_records=wants.records)
+        else:
+            self.decoder = Decoder()
+            self.pairer = Pairer()
         self.started = False
         self.problems: list[Problem] = []
         self.bytes = 0
@@ -68,9 +86,11 @@ class Run:
         decoder = self.decoder
         before = decoder.records
         items = decoder.feed(chunk)
-        if items and len(items) == decoder.records - before:  # records only (the usual chunk)
-            return self._progress(cast("list[Record]", items), [])
-        return self._consume(items)
+        read = decoder.records - before
+        paired = -1 if self._linked() is None else read  # the compiled core paired them as it read them
+        if read and len(items) == read and (paired < 0 or cast("LinkedDecoder", decoder).keep_records):
+            return self._progress(cast("list[Record]", items), [], paired)  # records only (the usual chunk)
+        return self._consume(items, paired)
 
     def finish(self, reason: FinishReason, key: str = "") -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes, findings and the verdict.
@@ -86,7 +106,9 @@ class Run:
         if self.finished is not None:
             return []
         cut = reason in ("deleted", "rewritten")
-        out = self._consume(self.decoder.finish(cut))
+        before = self.decoder.records
+        items = self.decoder.finish(cut)
+        out = self._consume(items, self.decoder.records - before if self._linked() is not None else -1)
         if not self.started:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
@@ -125,7 +147,14 @@ class Run:
         """A snapshot; ``finished`` reports still-open scopes as wedged."""
         return self.pairer.summary(self.decoder.parse_errors, finished)
 
-    def _consume(self, items: list[Item]) -> list[SinkEvent]:
+    def _linked(self) -> _core.Pairer | None:
+        """The compiled pairer the decoder pairs into as it decodes, or None (the pure path: Run pairs)."""
+        decoder = self.decoder
+        return decoder.pairer if isinstance(decoder, LinkedDecoder) else None
+
+    def _consume(self, items: list[Item], paired: int = -1) -> list[SinkEvent]:
+        """``items`` in order; ``paired`` >= 0: the decoder already paired that many records (the
+        compiled path), which are among ``items`` only when the sinks read records."""
         out: list[SinkEvent] = []
         records: list[Record] = []
         problems: list[Problem] = []
@@ -141,19 +170,28 @@ class Run:
                 problems.append(item)
                 if len(self.problems) < KEEP_PROBLEMS:
                     self.problems.append(item)
-        out += self._progress(records, problems)
+        out += self._progress(records, problems, paired)
         return out
 
-    def _progress(self, records: list[Record], problems: list[Problem]) -> list[SinkEvent]:
-        """Pair ``records``; RunStarted if not yet sent, and a RunProgress when anything happened."""
+    def _progress(self, records: list[Record], problems: list[Problem], paired: int = -1) -> list[SinkEvent]:
+        """Pair ``records`` (unless ``paired`` >= 0: see :meth:`_consume`); RunStarted if not yet sent, and a
+        RunProgress when anything happened."""
         out: list[SinkEvent] = []
-        events = self.pairer.push_many(records)
-        if records:
-            self.last_line = records[-1].line
-        if records and not self.started:
+        linked = self._linked() if paired >= 0 else None
+        if linked is None:
+            events = self.pairer.push_many(records)
+            read = len(records)
+            if records:
+                self.last_line = records[-1].line
+        else:
+            events = linked.take_events()
+            read = paired
+            if read:
+                self.last_line = linked.last_line
+        if read and not self.started:
             self.started = True
             out.append(RunStarted(self.source, self.meta, self.seen_at))
-        if records or events or problems:
+        if read or events or problems:
             wants = self.wants
             out.append(RunProgress(self.source, tuple(records) if wants.records else (),
                                    tuple(events) if wants.events else (), tuple(problems),

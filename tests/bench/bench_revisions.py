@@ -50,6 +50,9 @@ def worktree(rev: str, into: Path) -> Path:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", "-q", str(path), rev], check=True)
     # byte-compiled up front, as an installed package is: the first run of a fresh tree would count it
     subprocess.run([PY, "-m", "compileall", "-q", str(path / "ringtrace")], check=True)
+    if (path / "setup.py").exists():  # the compiled reading core (issue 27), as the install builds it
+        subprocess.run([PY, "setup.py", "-q", "build_ext", "--inplace"], cwd=path, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return path
 
 
@@ -113,6 +116,8 @@ def main() -> None:
         tmpdir = Path(tmp)
         trees = {"before": worktree(args.before, tmpdir)}
         trees["after"] = worktree(args.after, tmpdir) if args.after else ROOT
+        if not args.after:  # byte-compiled like the worktrees (with PYTHONDONTWRITEBYTECODE set, runs write no .pyc)
+            subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "ringtrace")], check=True)
         try:
             if args.instructions:
                 print(f"### {args.before} -> {args.after or 'working tree'}: {data.stat().st_size / MB:.1f} MB "
