@@ -462,8 +462,12 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if hi <= close or below is None or below < accept(r, lo or 1):
         # headroom over the proven need, and over the completion as far as the bracket allows (near the
         # smallest size that completes an outcome can vary from run to run: format doc, "Sizing facts")
-        rec = hi if r == "task_window" else max(hi, accept(r, lo * (1 + h)),
-                                                min(accept(r, hi * (1 + h)), _ceiling(r, lo)))
+        if r == "task_window":
+            rec = hi
+        elif r == "dep_pool":  # its bracket closed tighter, so its headroom over the completion fits under 1.25x
+            rec = max(hi, accept(r, lo * (1 + h)), accept(r, hi * (1 + h)))
+        else:
+            rec = max(hi, accept(r, lo * (1 + h)), min(accept(r, hi * (1 + h)), _ceiling(r, lo)))
         how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
                f"{lo_txt}" + ("" if hi <= accept(r, lo or 1) else f", within {CLOSE - 1:.0%}"))
         head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
