@@ -8,7 +8,8 @@ says what the verdict says.
 * :func:`prometheus_verdicts` — ``ringtrace_run_verdict`` of a scrape, by (run, rank, dispatch);
 * :func:`otlp_verdict` — a root span's verdict: attributes, and whether its status is ERROR with which message;
 * :func:`trace_packets`, :func:`perfetto_verdicts` — a protobuf trace's packets (official decoder) and the
-  verdict track of each of its processes; :func:`json_verdicts` — the same of a chrome-json trace.
+  verdict track of each of its processes; :func:`json_verdicts` — the same of a chrome-json trace;
+  :func:`trace_processor_verdicts` — the verdict slices as the real trace processor reads them (``PerfettoUI``).
 
 Each view is ``(kind, severity, text)`` or richer, so a test compares it with ``(v.kind, v.severity, v.text)``.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -165,3 +167,24 @@ def cut_copy(src: Path, root: Path, keep: int) -> Path:
     dst.parent.mkdir(parents=True)
     dst.write_bytes(b"".join(src.read_bytes().splitlines(keepends=True)[:keep]))
     return dst
+
+
+VERDICT_SQL = """
+    select p.name process, t.name track, s.name short, s.ts ts, s.dur dur,
+           extract_arg(s.arg_set_id, 'debug.verdict_kind') kind,
+           extract_arg(s.arg_set_id, 'debug.verdict_severity') severity,
+           extract_arg(s.arg_set_id, 'debug.verdict_text') text
+    from slice s join process_track t on s.track_id = t.id join process p using (upid)
+    where extract_arg(s.arg_set_id, 'debug.verdict_kind') is not null"""
+"""Each process's verdict slice in the trace processor (a protobuf trace): process, track, short, ts, dur, kind,
+severity, text."""
+
+
+def trace_processor_verdicts(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """:data:`VERDICT_SQL` through ``query`` (e.g. ``PerfettoUI.query``: the real trace processor), by process
+    name; a process with two verdicts fails."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in query(VERDICT_SQL):
+        assert row["process"] not in out, f"two verdicts for {row['process']}"
+        out[row["process"]] = row
+    return out
