@@ -155,9 +155,10 @@ def failed_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
     overrides = [] if run_link is None else [{"matcher": {"id": "byName", "options": "run"}, "properties": [
         {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]
     return table("Failed runs: the host log's code", [target(expr, instant=True, table=True)],
-                 "Runs whose host log reports a failure (alert RingtraceRunFailed): the latched code (orch_error_code, "
-                 "else sched_error_code), its name and the ring the deadlock report names. A failed run on the "
-                 "runtime's simulator leaves no scope_stats file: this is where it shows.",
+                 "Runs whose host log reports a failure (their verdict is an error: alert RingtraceRunVerdictError): "
+                 "the latched code (orch_error_code, else sched_error_code), its name and the ring the deadlock "
+                 "report names. A failed run on the runtime's simulator leaves no scope_stats file: it shows here "
+                 "and in the verdicts.",
                  [{"id": "organize", "options": {
                      "excludeByName": {"Time": True, "__name__": True, "job": True, "Value": True},
                      "indexByName": {"run": 0, "rank": 1, "dispatch": 2, "code": 3, "error": 4, "ring": 5}}}],
