@@ -88,7 +88,7 @@ def _feed(sink: PrometheusSink, data: bytes, run: str, **final: object) -> None:
 
 def exposition() -> str:
     """The exposition of a sink that has seen every kind of series: the sample runs, a failed run,
-    a run with advice, a bad line, and every collector the watch service registers."""
+    a run with advice, a bad line, a run still open, and every collector the watch service registers."""
     from ringtrace.reading.oneshot import read_files
     from ringtrace.stages.diagnose import Thresholds
 
@@ -101,6 +101,9 @@ def exposition() -> str:
     _feed(sink, data, "advised", advice=RunAdvice(advice=(
         Advice(1, "heap", 1024, None, 1024, 900, 1024, "tight", ""),
         Advice(2, "heap", 1024, None, 1024, None, None, "oversized", "", measure_next=512))))
+    opened = Run(Source("/open/scope_stats/scope_stats.jsonl", Labels(run="open")))  # a run still being read
+    for ev in opened.feed(b"".join(data.splitlines(keepends=True)[:3])):
+        sink.receive(ev)
     sink.register(FanOut([_Named()]).collector())
     sink.register(OtlpCollector(lambda: {}))
     sink.register(_Families(watch_families({"inotify_watches": 0, "inotify_unwatched": 0,

@@ -2,10 +2,11 @@
 
     python deploy/grafana/build_dashboards.py
 
-* ``ringtrace-overview.json``: the cluster: runs x rings utilization and pinned ratios, wedged and
-  fatal runs, worst sites, the exporters themselves.
-* ``ringtrace-run.json``: one run drill-down (``run`` and ``rank`` variables): per rank, ring and
-  resource, with capacities, live occupancy, tensormap, wedged scopes and peak sites.
+* ``ringtrace-overview.json``: the cluster: each finished run's verdict (``ringtrace_run_verdict``),
+  runs x rings proven need and occupancy, rings stalled near capacity, failed and wedged runs, the
+  exporters themselves.
+* ``ringtrace-run.json``: one run drill-down (``run`` and ``rank`` variables): its verdict per rank,
+  per rank, ring and resource the proven need, occupancy, capacities, tensormap, wedged scopes.
 
 Every query uses the ``datasource`` variable; only ``$run``, ``$rank``, ``$instance`` and
 ``$__rate_interval`` appear in expressions (the test substitutes them and has promtool parse
@@ -66,6 +67,14 @@ def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
 
 
 RATIO_STEPS = thresholds((None, "green"), (0.8, "orange"), (0.95, "red"))
+STALLED = ('(ringtrace_ring_occupancy_ratio{{{sel}}} >= 0.8) * ignoring(resource, site, depth) group_left(site, depth) '
+           'ringtrace_open_innermost_scope_info and ignoring(ring, resource, site, depth) '
+           '(timestamp(ringtrace_run_last_record_timestamp_seconds) - ringtrace_run_last_record_timestamp_seconds '
+           '>= 10)')
+"""The expression of the alert RingtraceRingNearCapacityStalled, for a selector ``sel``."""
+SEVERITY_COLOURS = [{"type": "value", "options": {
+    "ok": {"color": "green", "index": 0}, "info": {"color": "blue", "index": 1},
+    "warning": {"color": "orange", "index": 2}, "error": {"color": "red", "index": 3}}}]
 
 
 def stat(title: str, expr: str, desc: str, steps: dict[str, Any] | None = None, unit: str = "none",
@@ -146,12 +155,33 @@ def failed_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
     overrides = [] if run_link is None else [{"matcher": {"id": "byName", "options": "run"}, "properties": [
         {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]
     return table("Failed runs: the host log's code", [target(expr, instant=True, table=True)],
-                 "Runs whose host log reports a failure (alert RingtraceRunFailed): the latched code (orch_error_code, "
-                 "else sched_error_code), its name and the ring the deadlock report names. A failed run on the "
-                 "runtime's simulator leaves no scope_stats file: this is where it shows.",
+                 "Runs whose host log reports a failure (their verdict is an error: alert RingtraceRunVerdictError): "
+                 "the latched code (orch_error_code, else sched_error_code), its name and the ring the deadlock "
+                 "report names. A failed run on the runtime's simulator leaves no scope_stats file: it shows here "
+                 "and in the verdicts.",
                  [{"id": "organize", "options": {
                      "excludeByName": {"Time": True, "__name__": True, "job": True, "Value": True},
                      "indexByName": {"run": 0, "rank": 1, "dispatch": 2, "code": 3, "error": 4, "ring": 5}}}],
+                 overrides=overrides)
+
+
+def verdict_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
+    """Each finished run's one verdict (``ringtrace_run_verdict``): run, rank, dispatch, kind, severity, text."""
+    overrides: list[dict[str, Any]] = [{"matcher": {"id": "byName", "options": "severity"}, "properties": [
+        {"id": "mappings", "value": SEVERITY_COLOURS},
+        {"id": "custom.cellOptions", "value": {"type": "color-background"}}]}]
+    if run_link is not None:
+        overrides.append({"matcher": {"id": "byName", "options": "run"}, "properties": [
+            {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]})
+    return table("Verdicts: what each finished run came to", [target(expr, instant=True, table=True)],
+                 "The one verdict on each finished run (file: rank x dispatch), as `ringtrace summary`, `check`, the "
+                 "OTLP spans and the Perfetto traces say it: failed, wedged, cut_short, test_failed (error: alert "
+                 "RingtraceRunVerdictError), no_headroom, near_capacity (a proven need near capacity: warning, "
+                 "RingtraceRunVerdictWarning), healthy, unknown. Shown for --series-ttl after the run finished.",
+                 [{"id": "organize", "options": {
+                     "excludeByName": {"Time": True, "__name__": True, "job": True, "Value": True},
+                     "indexByName": {"run": 0, "rank": 1, "dispatch": 2, "kind": 3, "severity": 4, "text": 5}}},
+                  {"id": "sortBy", "options": {"sort": [{"field": "severity", "desc": False}]}}],
                  overrides=overrides)
 
 
@@ -164,23 +194,26 @@ def overview() -> dict[str, Any]:
                  "--series-ttl ago."), 4, 4)
     lay.add(stat("Open runs", 'count(ringtrace_run_finished{instance=~"$instance"} == 0) or vector(0)',
                  "Runs still being written or followed."), 4, 4)
-    lay.add(stat("Wedged runs", 'count(ringtrace_wedged_scopes{instance=~"$instance"} > 0) or vector(0)',
-                 "Finished runs with scopes that never closed (alert RingtraceScopeWedged).",
-                 thresholds((None, "green"), (1, "red"))), 4, 4)
-    lay.add(stat("Fatal runs", 'count(ringtrace_run_fatal{instance=~"$instance"} == 1) or vector(0)',
-                 "Runs whose metadata says \"fatal\": true (alert RingtraceRunFatal).",
-                 thresholds((None, "green"), (1, "red"))), 4, 4)
-    lay.add(stat("Failed runs (host log)", 'count(ringtrace_run_failed{instance=~"$instance"} == 1) or vector(0)',
-                 "Runs whose host log reports an orch_error_code (alert RingtraceRunFailed).",
+    lay.add(stat("Failing runs", 'count(ringtrace_run_verdict{severity="error", instance=~"$instance"}) or vector(0)',
+                 "Finished runs (files) whose verdict is an error: failed, wedged, cut short, test failed "
+                 "(alert RingtraceRunVerdictError).", thresholds((None, "green"), (1, "red"))), 4, 4)
+    lay.add(stat("Runs with a warning",
+                 'count(ringtrace_run_verdict{severity="warning", instance=~"$instance"}) or vector(0)',
+                 "Finished runs whose verdict is a warning: a proven need at or near capacity, or records dropped "
+                 "(alert RingtraceRunVerdictWarning).", thresholds((None, "green"), (1, "orange"))), 4, 4)
+    stalled = STALLED.format(sel='instance=~"$instance"')
+    lay.add(stat("Rings stalled near capacity", f"count({stalled}) or vector(0)",
+                 "Rings of open runs at 80% or more of a resource while the run's innermost open scope submits to "
+                 "them and no record came for 10 s: about to wedge (alert RingtraceRingNearCapacityStalled). A ring "
+                 "near capacity while records keep coming is the allocator doing its job: not counted.",
                  thresholds((None, "green"), (1, "red"))), 4, 4)
     lay.add(stat("Runs with dropped records",
                  'count(ringtrace_run_dropped_records{instance=~"$instance"} > 0) or vector(0)',
                  "Runs whose collector dropped records: their peaks are lower bounds.",
                  thresholds((None, "green"), (1, "orange"))), 4, 4)
-    lay.add(stat("Rings at >= 80%", 'count(max by (run, rank, dispatch, ring) '
-                 '(ringtrace_ring_utilization_ratio{instance=~"$instance"}) >= 0.8) or vector(0)',
-                 "Ring x run pairs whose peak high water reached 80% of a resource's capacity.",
-                 thresholds((None, "green"), (1, "orange"))), 4, 4)
+
+    lay.row("Verdicts")
+    lay.add(verdict_table('ringtrace_run_verdict{instance=~"$instance"}', run_link), 24, 9)
 
     lay.row("Runs x rings")
     pivot = [{"id": "groupingToMatrix", "options": {"columnField": "ring", "rowField": "run",
@@ -188,18 +221,22 @@ def overview() -> dict[str, Any]:
     link_override = [{"matcher": {"id": "byName", "options": "run\\ring"},
                       "properties": [{"id": "links", "value": [{"title": "Run drill-down", "url":
                                       f"/d/{RUN_UID}/ringtrace-run?var-run=${{__value.raw}}"}]}]}]
-    lay.add(table("Utilization: peak high water / capacity (worst rank and resource)",
-                  [target("run_ring:ringtrace_ring_utilization_ratio:max", instant=True, table=True)],
-                  "Rows are runs, columns rings 0-3; each cell the highest ratio over ranks, dispatches and "
-                  "resources. An upper bound: a streaming scope can pass 100%.", pivot, "percentunit",
+    lay.add(table("Proven need / capacity (worst rank and resource)",
+                  [target("run_ring:ringtrace_ring_need_ratio:max", instant=True, table=True)],
+                  "Rows are runs, columns rings 0-3; each cell the highest share of capacity the records prove the "
+                  "run needed (one open scope's tasks held at once, or one task's block; task window and heap), "
+                  "over ranks, dispatches and resources. At 100% the run had no headroom.", pivot, "percentunit",
                   RATIO_STEPS, "color-background", link_override), 12, 10)
-    lay.add(table("Pinned: largest single-scope allocation / capacity",
-                  [target("run_ring:ringtrace_ring_pinned_ratio:max", instant=True, table=True)],
-                  "What one scope holds until it exits; at 100% the ring deadlocks.", pivot, "percentunit",
-                  RATIO_STEPS, "color-background", link_override), 12, 10)
-    lay.add(timeseries("Utilization over time (worst rank and resource)",
-                       [target("run_ring:ringtrace_ring_utilization_ratio:max", legend="{{run}} ring {{ring}}")],
-                       "One line per run and ring; a line ends when the run's series expire.", "percentunit",
+    lay.add(table("Occupancy / capacity at the latest record (worst rank and resource)",
+                  [target("run_ring:ringtrace_ring_occupancy_ratio:max", instant=True, table=True)],
+                  "What the ring held at its latest record, as a share of what it can hold. Occupancy, not need: "
+                  "the runtime reclaims lazily, so a ring that never had to wait keeps everything and a ring that "
+                  "streams sits near capacity doing its job.", pivot, "percentunit", RATIO_STEPS,
+                  "color-background", link_override), 12, 10)
+    lay.add(timeseries("Occupancy over time (worst rank and resource)",
+                       [target("run_ring:ringtrace_ring_occupancy_ratio:max", legend="{{run}} ring {{ring}}")],
+                       "One line per run and ring; a line ends when the run's series expire. High while records keep "
+                       "coming is streaming; high while the run makes no progress is a wedge coming.", "percentunit",
                        RATIO_STEPS), 24, 8)
 
     lay.row("Failed runs (host log)")
@@ -221,14 +258,6 @@ def overview() -> dict[str, Any]:
                   "Value #A: fatal latched; Value #B: records dropped by the collector.",
                   [{"id": "merge", "options": {}}, hide("Time", "__name__", "job")]), 12, 8)
 
-    lay.row("Worst sites")
-    lay.add(bargauge("Worst sites by utilization", "topk(10, site_resource:ringtrace_ring_utilization_ratio:max)",
-                     "{{site}} {{resource}}", "Scope sites that drove a ring resource highest, over every run "
-                     "exposed."), 12, 9)
-    lay.add(bargauge("Worst sites by pinned ratio", "topk(10, site_resource:ringtrace_ring_pinned_ratio:max)",
-                     "{{site}} {{resource}}", "Scope sites whose single allocation held the largest share of a "
-                     "ring."), 12, 9)
-
     lay.row("Exporters")
     lay.add(stat("Exporters up", 'sum(up{job="ringtrace", instance=~"$instance"})',
                  "ringtrace processes Prometheus scrapes successfully (alert RingtraceExporterDown)."), 4, 6)
@@ -247,7 +276,8 @@ def overview() -> dict[str, Any]:
     links = [{"title": "Run drill-down", "type": "link", "url": f"/d/{RUN_UID}/ringtrace-run", "icon": "dashboard",
               "targetBlank": False, "keepTime": True, "includeVars": False, "asDropdown": False, "tags": []}]
     return dashboard(OVERVIEW_UID, "ringtrace / cluster overview",
-                     "Ring pressure, wedged and fatal runs over every node running ringtrace.", lay.panels,
+                     "Each run's verdict, proven need and occupancy, rings about to wedge, failed and wedged runs "
+                     "over every node running ringtrace.", lay.panels,
                      variables, links)
 
 
@@ -268,16 +298,20 @@ def run_dashboard() -> dict[str, Any]:
     ):
         lay.add(stat(title, expr, desc, steps), 4, 4)
 
+    lay.add(verdict_table(f"ringtrace_run_verdict{{{RUN_SEL}}}"), 24, 5)
     lay.add(failed_table(f"ringtrace_run_failed{{{RUN_SEL}}} == 1"), 24, 5)
 
-    lay.row("Ratios per rank, ring and resource")
-    lay.add(bargauge("Utilization: peak high water / capacity",
-                     f"ringtrace_ring_utilization_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
-                     "{{resource}}", "Scope high water (end.head - begin.tail) over capacity; an upper bound."),
-            12, 12)
-    lay.add(bargauge("Pinned: largest single-scope allocation / capacity",
-                     f"ringtrace_ring_pinned_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
-                     "{{resource}}", "Held until the scope exits; at 100% the ring deadlocks."), 12, 12)
+    lay.row("Need and occupancy per rank, ring and resource")
+    lay.add(bargauge("Proven need / capacity",
+                     f"ringtrace_ring_need_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
+                     "{{resource}}", "The need the records prove (one open scope's tasks held at once, or one task's "
+                     "block) over capacity; task window and heap only (the dep pool's count is timing). At 100% "
+                     "the run had no headroom."), 12, 12)
+    lay.add(bargauge("Occupancy / capacity at the latest record",
+                     f"ringtrace_ring_occupancy_ratio{{{RUN_SEL}}}", "rank {{rank}} d{{dispatch}} ring {{ring}} "
+                     "{{resource}}", "What the ring held at its latest record over what it can hold (a task window "
+                     "of N holds N - 1). Occupancy, not need: near 100% while records keep coming the ring streams; "
+                     "in a run that stopped it is about to wedge."), 12, 12)
 
     for res, unit_sfx, unit, what in RESOURCES:
         lay.row(f"{res}: capacity, high water, live")
@@ -285,18 +319,14 @@ def run_dashboard() -> dict[str, Any]:
         lay.add(table(f"{what} per rank and ring",
                       [target(f"{n}{{{RUN_SEL}}}", ref, instant=True, table=True)
                        for n, ref in zip(names, "ABC", strict=True)],
-                      "Capacity from the metadata; high water = peak scope high water; live = head - tail at the "
-                      "ring's latest record.",
+                      "Capacity from the metadata; high water = the largest scope high water (end.head - "
+                      "begin.tail); live = head - tail at the ring's latest record. Both are occupancy, not need "
+                      "(a ring that never had to wait keeps everything).",
                       [{"id": "merge", "options": {}},
                        {"id": "organize", "options": {
                            "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
                            "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}],
-                      unit), 10, 8)
-        lay.add(bargauge(f"{what}: peak high water / capacity",
-                         f"{names[1]}{{{RUN_SEL}}} / {names[0]}", "rank {{rank}} d{{dispatch}} ring {{ring}}",
-                         "The run's peak scope high water per rank and ring, as a share of capacity (from the "
-                         "per-run gauges: a run of a few seconds is one scrape, so its curve over records is in "
-                         "`ringtrace report`, not here)."), 14, 8)
+                      unit), 24, 8)
 
     lay.row("Sizing: configured vs recommended (ringtrace advise)")
     configured = " or ".join(
@@ -316,7 +346,7 @@ def run_dashboard() -> dict[str, Any]:
                        "renameByName": {"Value #A": "configured", "Value #B": "recommended",
                                         "Value #C": "measure next"}}}]), 24, 8)
 
-    lay.row("Tensormap, wedged scopes, peak sites")
+    lay.row("Tensormap, wedged scopes")
     lay.add(table("Tensormap per rank",
                   [target(f"ringtrace_tensormap_{fig}{{{RUN_SEL}}}", ref, instant=True, table=True)
                    for fig, ref in (("capacity", "A"), ("high_water", "B"), ("live", "C"))],
@@ -325,15 +355,12 @@ def run_dashboard() -> dict[str, Any]:
                    {"id": "organize", "options": {
                        "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
                        "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}]),
-            8, 8)
+            12, 8)
     lay.add(table("Wedged scopes (outermost first by depth)",
                   [target(f"ringtrace_wedged_scope_info{{{RUN_SEL}}}", instant=True, table=True)],
                   "Scopes a finished run left open; the deepest is where it stopped.",
                   [hide("Time", "__name__", "job", "Value"),
-                   {"id": "sortBy", "options": {"sort": [{"field": "depth"}]}}]), 8, 8)
-    lay.add(table("Peak sites",
-                  [target(f"ringtrace_ring_peak_site_info{{{RUN_SEL}}}", instant=True, table=True)],
-                  "The scope site behind each ring ratio.", [hide("Time", "__name__", "job", "Value")]), 8, 8)
+                   {"id": "sortBy", "options": {"sort": [{"field": "depth"}]}}]), 12, 8)
     lay.add(table("Files", [target(f"ringtrace_run_info{{{RUN_SEL}}}", "A", instant=True, table=True),
                             target(f"time() - ringtrace_run_last_update_timestamp_seconds{{{RUN_SEL}}}", "B",
                                    instant=True, table=True)],
@@ -347,7 +374,8 @@ def run_dashboard() -> dict[str, Any]:
     links = [{"title": "Cluster overview", "type": "link", "url": f"/d/{OVERVIEW_UID}/ringtrace-overview",
               "icon": "dashboard", "targetBlank": False, "keepTime": True, "includeVars": False,
               "asDropdown": False, "tags": []}]
-    return dashboard(RUN_UID, "ringtrace / run", "One run per rank, ring and resource, with capacities.",
+    return dashboard(RUN_UID, "ringtrace / run", "One run's verdict, and per rank, ring and resource its proven "
+                     "need, occupancy and capacities.",
                      lay.panels, variables, links)
 
 

@@ -1,5 +1,7 @@
 """deploy/prometheus and deploy/grafana checked by promtool: rules parse, every alert is unit-tested
-firing and not firing, every dashboard query parses and names metrics the exporter really exposes."""
+firing and not firing (the run alerts on series made from real runs of the runtime, by the generator the
+checked-in tests must be the output of), every dashboard query parses and names metrics the exporter really
+exposes."""
 
 from __future__ import annotations
 
@@ -17,20 +19,23 @@ import yaml
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.model.records import Advice, HostLog, RunAdvice
+from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source
 from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.server import load_web_config
 from ringtrace.sources.paths import find_sources
 from ringtrace.stages.diagnose import Thresholds
+from tests._support.prometheus import events_of, feed
 from tests._support.require import require
+from tests._support.samples import FLOW
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "deploy" / "prometheus"
 GRAFANA = ROOT / "deploy" / "grafana"
 RULE_FILES = [PROM / "ringtrace-alerts.yml", PROM / "ringtrace-recording.yml"]
-UNIT_TESTS = PROM / "tests" / "alerts_test.yml"
+UNIT_TESTS = [PROM / "tests" / "alerts_test.yml", PROM / "tests" / "real_runs_test.yml"]
+"""The hand-written tests (the exporter alerts, the recording rules) and the generated ones (the run alerts)."""
 DASHBOARDS = sorted(GRAFANA.glob("*.json"))
 README_ANCHOR = "https://github.com/ringtrace/ringtrace/blob/main/docs/runbooks.md#alert-"
 # Values the dashboards' variables take when Grafana sends the query.
@@ -44,9 +49,9 @@ def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def alert_rules() -> list[dict[str, Any]]:
+def alert_rules(group: str | None = None) -> list[dict[str, Any]]:
     doc = yaml.safe_load((PROM / "ringtrace-alerts.yml").read_text())
-    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r and group in (None, g["name"])]
 
 
 def recording_names() -> set[str]:
@@ -60,10 +65,11 @@ def exposed_names() -> set[str]:
     sink.set_files_watched(1)
     files, _ = find_sources([str(ROOT / "tests" / "fixtures" / "samples")])
     read_files(files, FanOut([sink]), Thresholds())
-    # a run with a host log reporting a failure and one with advice (recommended and measure-next)
-    from tests._support.prometheus import feed
-
+    # a run with a host log reporting a failure, one with advice (recommended and measure-next), one still open
     data = files[0].read_bytes()
+    for ev in events_of(FLOW.read_bytes(), Source("/o/scope_stats/scope_stats.jsonl", Labels(run="o")), 1 << 20):
+        if not isinstance(ev, RunFinished):
+            sink.receive(ev)
     feed(sink, "/h/scope_stats/scope_stats.jsonl", data, "h", host_log=HostLog("/h/host.log", orch_error_code=2))
     feed(sink, "/a/scope_stats/scope_stats.jsonl", data, "a", advice=RunAdvice(advice=(
         Advice(1, "heap", 1024, None, 1024, 900, 1024, "tight", ""),
@@ -91,29 +97,57 @@ def test_promtool_check_rules() -> None:
 
 
 def test_promtool_unit_tests() -> None:
-    res = promtool("test", "rules", str(UNIT_TESTS))
+    res = promtool("test", "rules", *map(str, UNIT_TESTS))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS" in res.stdout
+    assert res.stdout.count("SUCCESS") == len(UNIT_TESTS)
 
 
-def test_every_alert_is_tested_firing_and_not_firing() -> None:
-    doc = yaml.safe_load(UNIT_TESTS.read_text())
+def _checked(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
+    """(alert, severity) tested firing and alerts tested silent in the promtool tests at ``path``."""
     firing: set[tuple[str, str]] = set()
     silent: set[str] = set()
-    for case in doc["tests"]:
+    for case in yaml.safe_load(path.read_text())["tests"]:
         for check in case.get("alert_rule_test", []):
             if check["exp_alerts"]:
                 firing.update((check["alertname"], a["exp_labels"]["severity"]) for a in check["exp_alerts"])
             else:
                 silent.add(check["alertname"])
+    return firing, silent
+
+
+def test_every_alert_is_tested_firing_and_not_firing() -> None:
+    firing: set[tuple[str, str]] = set()
+    silent: set[str] = set()
+    for path in UNIT_TESTS:
+        f, s = _checked(path)
+        firing |= f
+        silent |= s
     rules = alert_rules()
     assert {(r["alert"], r["labels"]["severity"]) for r in rules} <= firing
     assert {r["alert"] for r in rules} <= silent
 
 
+def test_the_run_alerts_are_tested_on_real_runs_only() -> None:
+    """The run alerts' promtool tests are the generated ones (series from real runs of the runtime): the
+    hand-written file checks none of them, the generated one all of them (and nothing else)."""
+    runs = {r["alert"] for r in alert_rules("ringtrace-runs")}
+    assert runs == {"RingtraceRunVerdictError", "RingtraceRunVerdictWarning", "RingtraceRingNearCapacityStalled"}
+    hand, generated = (_checked(p) for p in UNIT_TESTS)
+    assert not ({a for a, _ in hand[0]} | hand[1]) & runs
+    assert {a for a, _ in generated[0]} | generated[1] == runs
+
+
+def test_the_real_run_tests_are_the_generator_output() -> None:
+    spec = importlib.util.spec_from_file_location("build_real_runs", PROM / "tests" / "build_real_runs.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert UNIT_TESTS[1].read_text() == mod.render(), "run deploy/prometheus/tests/build_real_runs.py"
+
+
 def test_alerts_carry_severity_summary_description_runbook() -> None:
     rules = alert_rules()
-    assert len({r["alert"] for r in rules}) >= 8
+    assert len({r["alert"] for r in rules}) >= 6
     for r in rules:
         assert r["labels"]["severity"] in ("warning", "critical"), r["alert"]
         ann = r["annotations"]

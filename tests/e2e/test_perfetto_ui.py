@@ -14,20 +14,19 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ringtrace.model.records import RunFinished, RunProgress
-from ringtrace.reading.oneshot import read_files
-from ringtrace.sinks import FanOut
-from ringtrace.sinks.perfetto._layout import process_name
+from ringtrace.sinks.perfetto._layout import process_name, verdict_kind, verdict_title
 from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.convert import convert
 from tests._support.perfetto_ui import CHROMIUM, PerfettoUI, ui_dir
 from tests._support.require import require
 from tests._support.samples import L3, SAMPLES
 from tests._support.sinks import Collect
+from tests._support.verdicts import trace_processor_verdicts, verdict_events
 
 L2 = SAMPLES / "outputs" / "TestPagedAttention_big16x2048_tight_20261130_101530"
 
@@ -40,6 +39,7 @@ class _Expect:
 
     def __init__(self, col: Collect) -> None:
         self.finished: dict[str, RunFinished] = {process_name(f.source): f for f in col.finished.values()}
+        self.verdicts: dict[str, dict[str, Any]] = {}  # what the trace processor reads (check_trace)
         self.ring_records: dict[str, Counter[int]] = {}
         for event in col.events:
             if isinstance(event, RunProgress):
@@ -48,15 +48,16 @@ class _Expect:
 
 
 def expect(paths: list[Path]) -> _Expect:
-    files, errors = find_sources([str(p) for p in paths])
-    assert not errors
+    """What the reader says of ``paths`` read as ``convert`` reads them (host logs of the runs' folders too)."""
     col = Collect()
-    read_files(files, FanOut([col]), Thresholds())
+    for event in verdict_events(paths):
+        col.receive(event)
     return _Expect(col)
 
 
 def wedged_copy(src: Path, dst: Path, keep: int) -> None:
-    """The first ``keep`` lines of ``src`` (metadata included) at ``dst``: a run cut while scopes are open."""
+    """The first ``keep`` lines of ``src`` (metadata included) at ``dst``: a run cut while scopes are open (its
+    verdict: cut short, fewer records than its metadata promises)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     lines = src.read_text().splitlines(keepends=True)[:keep]
     dst.write_text("".join(lines))
@@ -67,6 +68,7 @@ def wedged_copy(src: Path, dst: Path, keep: int) -> None:
 
 def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
     """Assert the loaded trace against the reader's figures."""
+    exp.verdicts = trace_processor_verdicts(ui.query)
     bad = ui.query("select name, idx, severity, value from stats "
                    "where severity in ('error', 'data_loss') and value > 0")
     assert bad == [], f"trace processor reported errors / data loss: {bad}"
@@ -84,23 +86,25 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
                    max(extract_arg(s.arg_set_id, 'debug.depth')) max_depth
             from slice s where {where}""")[0]
         assert rows["instants"] == (1 if s.wedged else 0), name
-        marker = 1 if s.wedged else 0  # the WEDGED track's one slice
-        assert rows["n"] - rows["instants"] - marker == s.scopes + s.unmatched_begins + len(s.wedged), name
+        marker = 1  # the verdict track's one slice
+        assert rows["n"] - rows["instants"] - marker == s.scopes + s.unmatched_begins + len(s.open), name
         assert (rows["wedged"] or 0) == len(s.wedged), name
         assert (rows["unmatched"] or 0) == s.unmatched_begins, name
         assert rows["max_depth"] == s.max_depth, name
         # the end events' args were merged into their slices (all args ride on the end event)
         unmerged = ui.query(f"""
-            select count(*) n from slice s where {where} and s.name not like 'WEDGED%'
+            select count(*) n from slice s where {where} and s.name != 'WEDGED'
+              and extract_arg(s.arg_set_id, 'debug.verdict_kind') is null
               and (extract_arg(s.arg_set_id, 'debug.line') is null
                    or (extract_arg(s.arg_set_id, 'debug.heap_high_water') is null
                        and extract_arg(s.arg_set_id, 'debug.wedged') is null
+                       and extract_arg(s.arg_set_id, 'debug.open_at_close') is null
                        and extract_arg(s.arg_set_id, 'debug.unmatched_begin') is null))""")
         assert unmerged[0]["n"] == 0, name
         # nesting: on ring r's track a scope of depth d sits at slice depth d - r (ring = min(depth, 3))
         misnested = ui.query(f"""
             select count(*) n from slice s join track t on s.track_id = t.id
-            where {where} and s.name not like 'WEDGED%'
+            where {where} and s.name != 'WEDGED' and extract_arg(s.arg_set_id, 'debug.verdict_kind') is null
               and s.depth != extract_arg(s.arg_set_id, 'debug.depth') - cast(substr(t.name, 6) as int)""")
         assert misnested[0]["n"] == 0, name
         if s.wedged:
@@ -108,9 +112,12 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
             w = ui.query(f"""select p.name parent, s.ts from slice s join slice p on s.parent_id = p.id
                              where {where} and s.name = 'WEDGED'""")
             assert w == [{"parent": inner.site, "ts": fin_last_line(exp, name) + 1}], name
-            marked = ui.query(f"""select s.ts, s.dur from slice s join track t on s.track_id = t.id
-                                  where {where} and t.name = 'WEDGED' and s.name like 'WEDGED in %'""")
-            assert marked == [{"ts": inner.line, "dur": fin_last_line(exp, name) + 1 - inner.line}], name
+        # the run's verdict, rendered: a track named by its kind, one slice named by its short text, its args
+        v = fin.verdict
+        start = s.wedged[-1].line if s.wedged else 1
+        assert exp.verdicts[name] == {"process": name, "track": verdict_kind(v), "short": v.short, "ts": start,
+                                      "dur": max(fin_last_line(exp, name) + 1, start + 1) - start,
+                                      "kind": v.kind, "severity": v.severity, "text": v.text}, name
         counters = ui.query(f"""
             select t.name, t.unit, count(c.id) n from process_counter_track t left join counter c on c.track_id = t.id
             where t.upid = {upid} group by t.id""")
@@ -132,7 +139,7 @@ def check_trace(ui: PerfettoUI, exp: _Expect) -> None:
                 assert 0 <= top[0]["m"] <= 100, (name, top)
         labels = {r["v"] for r in ui.query(f"""select a.display_value v from process p join args a
                                                on a.arg_set_id = p.arg_set_id where p.upid = {upid}""")}
-        assert any(lab.startswith("WEDGED in") for lab in labels) == bool(s.wedged), (name, labels)
+        assert verdict_title(v) in labels, (name, labels)
         assert any(lab.startswith("INCOMPLETE") for lab in labels) == (not s.complete), (name, labels)
 
 
@@ -197,7 +204,13 @@ def test_chrome_json_matches_proto(ui: PerfettoUI, tmp_path: Path) -> None:
     ui.load(out)
     exp = expect([L2])
     s = next(iter(exp.finished.values())).summary
-    n = ui.query("select count(*) n, max(extract_arg(arg_set_id, 'args.depth')) d from slice where name != 'run'")[0]
+    n = ui.query("select count(*) n, max(extract_arg(arg_set_id, 'args.depth')) d from slice where name != 'run' "
+                 "and extract_arg(arg_set_id, 'args.verdict_kind') is null")[0]
     assert n == {"n": s.scopes + s.unmatched_begins + len(s.wedged), "d": s.max_depth}
+    fin = next(iter(exp.finished.values()))
+    shown = ui.query("select name, extract_arg(arg_set_id, 'args.verdict_kind') kind, "
+                     "extract_arg(arg_set_id, 'args.verdict_severity') severity from slice "
+                     "where extract_arg(arg_set_id, 'args.verdict_kind') is not null")
+    assert shown == [{"name": fin.verdict.short, "kind": fin.verdict.kind, "severity": fin.verdict.severity}]
     bad = ui.query("select name from stats where severity in ('error', 'data_loss') and value > 0")
     assert bad == []

@@ -1,11 +1,14 @@
 """A real Prometheus (Debian's ``prometheus``) scrapes a real ``ringtrace watch`` process and
 evaluates the shipped rules; everything is asserted through Prometheus's HTTP API.
 
-Runs written before the exporter starts: a healthy one, a near-capacity L3 run (rank 0 pinned
-at 96%: critical; rank 1 at 85%: warning), a wedged one, a fatal one with dropped records and a
-file with an unreadable line.  A second scrape target that nothing listens on stands for a dead
-exporter.  Alerts with a ``for:`` longer than the test are asserted ``pending`` (or ``firing``);
-promtool's unit tests (tests/deploy) cover their timing.
+Runs written before the exporter starts: a healthy one, a near-capacity L3 run (rank 0 with a
+proven need of 96% of a ring, rank 1 of 85%: warnings), a wedged one, a fatal one with dropped records
+and a file with an unreadable line; every finished run's verdict is a series and the verdict alerts
+fire on it.  A second exporter follows a run that stopped while a ring is full (the runtime's real
+deadlock, written as a writer that streams would write it: no ``total`` yet) with an idle timeout
+longer than the test: the live alert on a ring near capacity whose run stopped fires.  A scrape target
+that nothing listens on stands for a dead exporter.  Alerts with a ``for:`` longer than the test are
+asserted ``pending``; promtool's unit tests (tests/deploy) cover their timing.
 """
 
 from __future__ import annotations
@@ -164,6 +167,21 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
+FLOW_FILE = (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "dfx_outputs" / "scope_stats" /
+             "scope_stats.jsonl")
+
+
+def stalled_run(root: Path) -> Path:
+    """The runtime's deadlock with task window 4 (ring 3's window full at its last record), its metadata line
+    without ``total`` as a writer that streams would write it: the reader cannot tell it ended, so the run stays
+    open until the idle timeout."""
+    lines = FLOW_FILE.read_text().splitlines(keepends=True)
+    meta = json.loads(lines[0])
+    del meta["total"]
+    return write(root / "stalled" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl",
+                 json.dumps(meta) + "\n" + "".join(lines[1:]))
+
+
 def make_runs(root: Path) -> list[Path]:
     l2 = ("dfx_outputs", "scope_stats", "scope_stats.jsonl")
     return [
@@ -174,9 +192,7 @@ def make_runs(root: Path) -> list[Path]:
               one_scope_run("near_orch.cpp:10", 980)),  # 980 / 1024 = 95.7%: critical
         write(root / "near" / "dfx_outputs" / "rank1" / "d0" / "scope_stats" / "scope_stats.jsonl",
               one_scope_run("near_orch.cpp:10", 870)),  # 85%: warning
-        write(root.joinpath("wedged", *l2),
-              (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "dfx_outputs" / "scope_stats" /
-               "scope_stats.jsonl").read_bytes()),
+        write(root.joinpath("wedged", *l2), FLOW_FILE.read_bytes()),
         write(root / "wedged" / "host.log",  # its host log: the failed-runs tables
               (SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock" / "host.log").read_bytes()),
         write(root.joinpath("fatal", *l2), one_scope_run("f.cpp:3", 100, fatal=True, dropped=3)),
@@ -206,10 +222,16 @@ def start_prometheus(tmp: Path, config: Path) -> tuple[Proc, PromAPI]:
     return proc, api
 
 
+def ready(addr: str, proc: Proc) -> Callable[[], bool]:
+    """The check that ``proc``, serving on ``addr``, is up and answers /readyz."""
+    return lambda: proc.popen.poll() is None and http_get(f"http://{addr}/readyz")[0] == 200
+
+
 @dataclass
 class Stack:
     api: PromAPI
     exporter: str
+    live: str
     dead: str
     logs: Callable[[], str]
 
@@ -220,26 +242,30 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("prom-e2e")
     runs = tmp / "runs"
     make_runs(runs)
+    stalled_run(tmp / "live")
     exporter = f"127.0.0.1:{free_port()}"
+    live = f"127.0.0.1:{free_port()}"
     dead = f"127.0.0.1:{free_port()}"
     procs: list[Proc] = []
     try:
         rt = start("ringtrace", exporter_command([runs], exporter), tmp)
         procs.append(rt)
-        wait_for("ringtrace /readyz", lambda: rt.popen.poll() is None and
-                 http_get(f"http://{exporter}/readyz")[0] == 200, rt.text)
+        rt_live = start("ringtrace-live", [*exporter_command([tmp / "live"], live), "--idle-timeout", "3600"], tmp)
+        procs.append(rt_live)
+        for addr, proc in ((exporter, rt), (live, rt_live)):
+            wait_for(f"ringtrace /readyz on {addr}", ready(addr, proc), proc.text)
         config = prometheus_config(tmp / "prometheus.yml", [
-            {"job_name": "ringtrace", "static_configs": [{"targets": [exporter, dead]}]}])
+            {"job_name": "ringtrace", "static_configs": [{"targets": [exporter, live, dead]}]}])
         prom, api = start_prometheus(tmp, config)
         procs.append(prom)
 
         def logs() -> str:
             return "\n".join(p.text() for p in procs)
 
-        wait_for("all six runs scraped", lambda: api.value("count(ringtrace_run_scopes)") == 6, logs)
-        # the two targets are scraped independently: wait for the dead one's first (failed) scrape too
+        wait_for("all seven runs scraped", lambda: api.value("count(ringtrace_run_scopes)") == 7, logs)
+        # the targets are scraped independently: wait for the dead one's first (failed) scrape too
         wait_for("the dead target scraped", lambda: api.value(f'up{{instance="{dead}"}}') is not None, logs)
-        yield Stack(api, exporter, dead, logs)
+        yield Stack(api, exporter, live, dead, logs)
     finally:
         for p in reversed(procs):
             p.stop()
@@ -256,14 +282,19 @@ def test_series_have_the_files_values(stack: Stack) -> None:
     near = 'run="near",rank="0",dispatch="0",ring="1"'
     assert v(f'ringtrace_ring_heap_capacity_bytes{{{near}}}') == 1024
     assert v(f'ringtrace_ring_heap_high_water_bytes{{{near}}}') == 980
-    assert v(f'ringtrace_ring_pinned_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
-    assert v(f'ringtrace_ring_utilization_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
-    assert v('ringtrace_ring_pinned_ratio{run="near",rank="1",ring="1",resource="heap"}') == \
-        pytest.approx(870 / 1024)
+    assert v(f'ringtrace_ring_need_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
+    # ring 1 still holds the scope's blocks at its last record, 96%: the run finished, its verdict warns
+    assert v(f'ringtrace_ring_occupancy_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
+    assert v('ringtrace_ring_need_ratio{run="near",rank="1",ring="1",resource="heap"}') == pytest.approx(870 / 1024)
     assert v('ringtrace_ring_task_window_capacity{run="near",rank="1",ring="1"}') == 16
     assert v('ringtrace_run_complete{run="healthy"}') == 1
-    healthy_max = v('max(ringtrace_ring_utilization_ratio{run="healthy"})')
+    healthy_max = v('max(ringtrace_ring_need_ratio{run="healthy"})')
     assert healthy_max is not None and healthy_max < 0.01
+    verdicts = {(r["metric"]["run"], r["metric"].get("rank", "")): (r["metric"]["kind"], r["metric"]["severity"])
+                for r in api.query("ringtrace_run_verdict == 1")}
+    assert verdicts == {("healthy", ""): ("healthy", "ok"), ("garbled", ""): ("healthy", "ok"),
+                        ("near", "0"): ("near_capacity", "warning"), ("near", "1"): ("near_capacity", "warning"),
+                        ("wedged", ""): ("wedged", "error"), ("fatal", ""): ("failed", "error")}  # none while open
     assert v('ringtrace_wedged_scopes{run="wedged"}') == 5
     assert v('count(ringtrace_wedged_scope_info{run="wedged"})') == 5
     inner = api.query('ringtrace_wedged_innermost_scope_info{run="wedged"}')
@@ -274,10 +305,16 @@ def test_series_have_the_files_values(stack: Stack) -> None:
     assert v('ringtrace_run_dropped_records{run="fatal"}') == 3
     assert v('ringtrace_run_finished{run="healthy"}') == 1
     assert v('ringtrace_parse_errors_total{reason="invalid_record"}') == 1
-    assert v("ringtrace_files_watched") == 6
-    assert v("ringtrace_records_read_total") == 4 + 4 + 4 + 5 + 4 + 4
-    assert v('ringtrace_sink_errors_total{sink="prometheus"}') == 0
-    assert v("count(ringtrace_build_info)") == 1
+    mine = f'instance="{stack.exporter}"'
+    assert v(f"ringtrace_files_watched{{{mine}}}") == 6
+    assert v(f"ringtrace_records_read_total{{{mine}}}") == 4 + 4 + 4 + 5 + 4 + 4
+    assert v(f'ringtrace_sink_errors_total{{{mine},sink="prometheus"}}') == 0
+    assert v("count(ringtrace_build_info)") == 2
+    # the run that stopped with ring 3's window full: open, where it submits, and since when no record came
+    assert v('ringtrace_run_finished{run="stalled"}') == 0
+    assert v('ringtrace_ring_occupancy_ratio{run="stalled",ring="3",resource="task_window"}') == 1
+    assert [r["metric"]["site"] for r in api.query('ringtrace_open_innermost_scope_info{run="stalled"}')] == [
+        "nested_dummy_small_orch.cpp:75"]
     now = time.time()
     updated = v('ringtrace_run_last_update_timestamp_seconds{run="healthy"}')
     assert updated is not None and now - 300 < updated <= now
@@ -285,13 +322,13 @@ def test_series_have_the_files_values(stack: Stack) -> None:
 
 def test_recording_rules_evaluate(stack: Stack) -> None:
     api = stack.api
-    wait_for("recording rules", lambda: api.value('run_ring:ringtrace_ring_pinned_ratio:max{run="near",ring="1"}'),
+    wait_for("recording rules", lambda: api.value('run_ring:ringtrace_ring_need_ratio:max{run="near",ring="1"}'),
              stack.logs)
-    assert api.value('run_ring:ringtrace_ring_pinned_ratio:max{run="near",ring="1"}') == pytest.approx(980 / 1024)
+    assert api.value('run_ring:ringtrace_ring_need_ratio:max{run="near",ring="1"}') == pytest.approx(980 / 1024)
+    assert api.value('run_ring:ringtrace_ring_occupancy_ratio:max{run="stalled",ring="3"}') == 1
     assert api.value('run:ringtrace_wedged_scopes:sum{run="wedged"}') == 5
-    worst = api.query("topk(1, site_resource:ringtrace_ring_pinned_ratio:max)")
-    assert worst[0]["metric"] == {"__name__": "site_resource:ringtrace_ring_pinned_ratio:max",
-                                  "site": "near_orch.cpp:10", "resource": "heap"}
+    assert api.value('kind_severity:ringtrace_run_verdict:count{kind="near_capacity",severity="warning"}') == 2
+    assert api.value('run:ringtrace_run_verdict_error:count{run="fatal"}') == 1
 
 
 # -- alerts ---------------------------------------------------------------------------------------
@@ -303,14 +340,11 @@ def _key(a: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 EXPECTED = {
-    ("RingtraceScopeWedged", "critical", "wedged", ""): {"firing"},
-    ("RingtraceRunFailed", "critical", "wedged", ""): {"firing"},  # its host log: FLOW_CONTROL_DEADLOCK
-    ("RingtraceRunFatal", "critical", "fatal", ""): {"firing"},
-    ("RingtraceRecordsDropped", "warning", "fatal", ""): {"firing"},
-    ("RingtraceRingPinnedNearCapacity", "critical", "near", "0"): {"pending", "firing"},
-    ("RingtraceRingPinnedNearCapacity", "warning", "near", "1"): {"pending", "firing"},
-    ("RingtraceRingNearCapacity", "warning", "near", "0"): {"pending", "firing"},
-    ("RingtraceRingNearCapacity", "warning", "near", "1"): {"pending", "firing"},
+    ("RingtraceRunVerdictError", "critical", "wedged", ""): {"firing"},  # with its host log: FLOW_CONTROL_DEADLOCK
+    ("RingtraceRunVerdictError", "critical", "fatal", ""): {"firing"},
+    ("RingtraceRunVerdictWarning", "warning", "near", "0"): {"firing"},
+    ("RingtraceRunVerdictWarning", "warning", "near", "1"): {"firing"},
+    ("RingtraceRingNearCapacityStalled", "critical", "stalled", ""): {"firing"},  # no record for 10 s, window full
 }
 
 
@@ -337,13 +371,17 @@ def test_expected_alerts_and_no_others(stack: Stack) -> None:
     unexpected = set(by_key) - set(EXPECTED) - {dead_key, parse_key}
     assert not unexpected, unexpected
     assert not [a for a in alerts if a["labels"].get("run") in ("healthy", "garbled")]
-    wedged = by_key["RingtraceScopeWedged", "critical", "wedged", ""][0]
-    assert wedged["labels"]["site"] == "nested_dummy_small_orch.cpp:75"
-    assert "5 scope(s) never closed" in wedged["annotations"]["description"]
-    assert wedged["annotations"]["runbook_url"].endswith("#alert-ringtracescopewedged")
-    pinned = by_key["RingtraceRingPinnedNearCapacity", "critical", "near", "0"][0]
-    assert pinned["labels"]["site"] == "near_orch.cpp:10" and pinned["labels"]["resource"] == "heap"
-    assert "Run near rank 0 dispatch 0" in pinned["annotations"]["description"]
+    wedged = by_key["RingtraceRunVerdictError", "critical", "wedged", ""][0]
+    assert (wedged["labels"]["kind"], wedged["labels"]["text"]) == (
+        "wedged", "wedged in nested_dummy_small_orch.cpp:75 (ring 3, line 6): FLOW_CONTROL_DEADLOCK")
+    assert wedged["annotations"]["runbook_url"].endswith("#alert-ringtracerunverdicterror")
+    near = by_key["RingtraceRunVerdictWarning", "warning", "near", "0"][0]
+    assert near["labels"]["kind"] == "near_capacity"
+    assert "Run near rank 0 dispatch 0" in near["annotations"]["description"]
+    stalled = by_key["RingtraceRingNearCapacityStalled", "critical", "stalled", ""][0]
+    assert (stalled["labels"]["ring"], stalled["labels"]["resource"], stalled["labels"]["site"]) == (
+        "3", "task_window", "nested_dummy_small_orch.cpp:75")
+    assert stalled["annotations"]["summary"] == "Run stalled stopped with ring 3 task_window at 100%"
 
 
 # -- dashboards against the live server -----------------------------------------------------------
@@ -360,7 +398,8 @@ def _dashboard_queries() -> list[tuple[str, str]]:
 
 
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
-    """Each panel shows something for the near-capacity or the wedged run (rates need a few scrapes)."""
+    """Each panel shows something for the near-capacity, the wedged or the stalled run (rates need a few
+    scrapes)."""
     api = stack.api
     queries = _dashboard_queries()
     assert len(queries) >= 40
@@ -370,7 +409,7 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
         empty.clear()
         for where, expr in queries:
             results = []
-            for run in ("near", "wedged"):
+            for run in ("near", "wedged", "stalled"):
                 q = (expr.replace("$__rate_interval", "1m").replace("$run", run).replace("$rank", ".*")
                      .replace("$dispatch", ".*").replace("$instance", ".*"))
                 results.extend(api.query(q))  # raises (and the wait fails) when Prometheus rejects it

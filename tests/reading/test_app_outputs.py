@@ -144,7 +144,7 @@ def test_sigterm_mid_trace_with_state_dir_leaves_no_trace_under_the_final_name(t
     [trace] = traces.glob("*.pftrace")
     code, _ = second.stop()
     assert code == 0
-    assert begin_slices(trace) == line["scopes"] + line["unmatched_begins"] + len(line["wedged"])
+    assert begin_slices(trace) == line["scopes"] + line["unmatched_begins"] + len(line["wedged"]) + 1  # + verdict
 
 
 def test_sighup_keeps_the_agent_running_and_loses_no_open_run(tmp_path: Path, writer: Writer,

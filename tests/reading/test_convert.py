@@ -42,8 +42,8 @@ def test_convert_all_samples_into_one_trace(tmp_path: Path) -> None:
     assert len(processes) == 10
     begins = sum(1 for p in trace.packet if p.HasField("track_event") and p.track_event.type == 1)  # SLICE_BEGIN
     # every paired scope and every wedged scope is a slice: 681+681+681 (nested), 251, 992, 2, plus 1 + 5 wedged,
-    # plus the WEDGED track's slice of each of the 2 wedged runs
-    assert begins == 681 * 3 + 251 + 992 + 2 + 1 + 5 + 2
+    # plus the verdict track's slice of each of the 10 runs
+    assert begins == 681 * 3 + 251 + 992 + 2 + 1 + 5 + 10
 
 
 def test_convert_without_an_output_is_a_usage_error(tmp_path: Path) -> None:

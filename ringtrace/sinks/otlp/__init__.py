@@ -262,7 +262,9 @@ class OtlpSink:
         """Build the run's spans and send them batch by batch; what the deadline leaves fails at shutdown."""
         fin = job.fin
         # a run's key (path + file identity) names it across restarts: re-sent spans keep their ids
-        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(fin.source.path, fin.source.generation, job.seen_at)
+        # a run known from its host log alone has no path: the log and the run's labels name it
+        path = fin.source.path or f"{fin.host_log.path if fin.host_log else ''}\0{fin.source.name}"
+        ids = RunIds(fin.key, 0, 0.0) if fin.key else RunIds(path, fin.source.generation, job.seen_at)
         spans = [] if self._time_left() <= 0 else build_spans(
             fin, job.selection, ids, TimeAxis(job.seen_at, self.tick), self.tick, self.max_spans,
             max(fin.last_line, 1))

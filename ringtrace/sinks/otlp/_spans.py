@@ -31,7 +31,7 @@ import msgspec
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from ringtrace.model.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, WedgeCause
+from ringtrace.model.records import RESOURCES, Finding, OpenScope, RunFinished, Scope, Verdict, WedgeCause
 from ringtrace.model.runtime import error_name
 from ringtrace.sinks._varint import I32, I64, LEN, VARINT, tag, varint
 
@@ -122,7 +122,7 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
                 if getattr(meta, f"{r}_max")]
         if meta.tensormap_max is not None:
             out.append(("ringtrace.tensormap_max", meta.tensormap_max))
-    out += [("ringtrace.complete", s.complete), ("ringtrace.model.records", s.records), ("ringtrace.scopes", s.scopes),
+    out += [("ringtrace.complete", s.complete), ("ringtrace.records", s.records), ("ringtrace.scopes", s.scopes),
             ("ringtrace.max_depth", s.max_depth), ("ringtrace.unmatched_begins", s.unmatched_begins),
             ("ringtrace.unmatched_ends", s.unmatched_ends), ("ringtrace.parse_errors", s.parse_errors),
             ("ringtrace.last_line", last_line), ("ringtrace.finish_reason", fin.reason),
@@ -130,6 +130,17 @@ def root_attrs(fin: RunFinished, tick: float, sel: Selection, max_spans: int, la
             ("ringtrace.tick_seconds", float(tick)), ("ringtrace.spans.max", max_spans),
             ("ringtrace.spans.kept", 1 + len(s.wedged) + len(sel.scopes)),
             ("ringtrace.spans.omitted", sel.omitted)]
+    return out + verdict_attrs(fin.verdict)
+
+
+def verdict_attrs(v: Verdict) -> Attrs:
+    """The run's one verdict on its root span: ``ringtrace.verdict.kind``, ``.severity``, ``.text`` and what it
+    rests on (``.ring``, ``.resource``, ``.site``, ``.code``, ``.code_name``, where it names one)."""
+    out: Attrs = [("ringtrace.verdict.kind", v.kind), ("ringtrace.verdict.severity", v.severity),
+                  ("ringtrace.verdict.text", v.text)]
+    out += [(f"ringtrace.verdict.{k}", x) for k, x in (("ring", v.ring), ("resource", v.resource), ("site", v.site),
+                                                        ("code", v.code), ("code_name", v.code_name))
+            if x is not None]
     return out
 
 
@@ -168,11 +179,11 @@ def build_spans(fin: RunFinished, sel: Selection, ids: RunIds, axis: TimeAxis, t
     s = fin.summary
     end_ns = axis.at(last_line + 1)
     root_id = ids.span_id(0)
-    wedge = next((f.message for f in fin.findings if f.rule == "wedged"), None)
-    fatal = "a fatal was latched mid-run (\"fatal\": true)" if s.meta is not None and s.meta.fatal else None
     events = tuple(_finding_event(f, end_ns) for f in fin.findings)
+    verdict = fin.verdict  # status ERROR iff the verdict fails the run (severity error), its text the message
     spans = [SpanData(root_id, b"", fin.source.name, axis.at(1), end_ns,
-                      root_attrs(fin, tick, sel, max_spans, last_line), fatal if wedge is None else wedge, events)]
+                      root_attrs(fin, tick, sel, max_spans, last_line), verdict.text if verdict.fails_check else None,
+                      events)]
     present = {0: root_id}  # begin line -> span id, of the spans so far
     parent = root_id
     causes = fin.wedge_causes

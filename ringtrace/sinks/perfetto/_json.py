@@ -17,10 +17,19 @@ from ringtrace.model.records import (
 )
 
 from ._file import TraceFile
-from ._layout import JSON_TIME_AXIS, RingState, RunState, event_line, process_name, sort_key, wedge_code_text
+from ._layout import (
+    JSON_TIME_AXIS,
+    RingState,
+    RunState,
+    event_line,
+    process_name,
+    sort_key,
+    verdict_kind,
+    verdict_span,
+)
 
-WEDGE_TID = 99
-"""The thread of a run's WEDGED slice (rings are threads 1-4)."""
+VERDICT_TID = 99
+"""The thread of a run's verdict slice (rings are threads 1-4)."""
 
 
 class JsonTrace:
@@ -121,19 +130,22 @@ class JsonTrace:
         if wedged and fin is not None and opened:
             inner = opened[-1]
             wargs: dict[str, object] = {"depth": inner.depth, "line": inner.line}
-            cause = fin.wedge_cause
-            if cause is not None and cause.code is not None:
-                wargs["orch_error_code"] = cause.code
+            if fin.verdict.code is not None:
+                wargs["orch_error_code"] = fin.verdict.code
             self._emit({"ph": "i", "s": "t", "pid": run.uuid, "tid": inner.ring + 1, "ts": at, "name": "WEDGED",
                         "args": wargs})
-            # a track of its own, first in the process: the wedged scope from its begin to the end
-            self._emit({"ph": "M", "pid": run.uuid, "tid": WEDGE_TID, "name": "thread_name",
-                        "args": {"name": "WEDGED"}})
-            self._emit({"ph": "M", "pid": run.uuid, "tid": WEDGE_TID, "name": "thread_sort_index",
+        if fin is not None:  # the verdict on a track of its own, first in the process (as the protobuf trace's)
+            v = fin.verdict
+            start, end = verdict_span(v, at)
+            vargs: dict[str, object] = {"verdict_kind": v.kind, "verdict_severity": v.severity, "verdict_text": v.text}
+            if v.code is not None:
+                vargs["orch_error_code"] = v.code
+            self._emit({"ph": "M", "pid": run.uuid, "tid": VERDICT_TID, "name": "thread_name",
+                        "args": {"name": verdict_kind(v)}})
+            self._emit({"ph": "M", "pid": run.uuid, "tid": VERDICT_TID, "name": "thread_sort_index",
                         "args": {"sort_index": -1}})
-            self._emit({"ph": "X", "pid": run.uuid, "tid": WEDGE_TID, "ts": inner.line,
-                        "dur": max(at - inner.line, 1), "args": wargs,
-                        "name": f"WEDGED in {inner.site} (ring {inner.ring}, line {inner.line}){wedge_code_text(fin)}"})
+            self._emit({"ph": "X", "pid": run.uuid, "tid": VERDICT_TID, "ts": start, "dur": end - start,
+                        "args": vargs, "name": v.short})
         for scope in reversed(opened):
             self._end(run, scope, at, "wedged" if wedged else "open_at_close")
         del self.runs[run.source]

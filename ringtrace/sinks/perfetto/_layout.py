@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ringtrace.model.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source
-from ringtrace.model.runtime import error_name
+from ringtrace.model.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source, Verdict
 
 TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
              "(records carry no timestamps)")
@@ -102,9 +101,10 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
     """Process labels (alarms first: wedge, fatal, dropped, incomplete) and description."""
     labels: list[str] = []
     text = [f"scope_stats of {source.display_path}", TIME_AXIS.replace("1 ns", axis)]
-    if fin is not None and fin.summary.wedged:
-        w = fin.summary.wedged[-1]
-        labels.append(f"WEDGED in {w.site} (line {w.line}, ring {w.ring})" + wedge_code_text(fin))
+    if fin is not None:  # the run's one verdict first (never decided here)
+        v = fin.verdict
+        labels.append(verdict_title(v))
+        text.append(f"verdict {v.kind} ({v.severity}): {v.text}")
     if meta is not None:
         if meta.fatal:
             labels.append("FATAL")
@@ -129,13 +129,25 @@ def run_status(source: Source, meta: Meta | None, fin: RunFinished | None,
     return labels, "; ".join(text)
 
 
-def wedge_code_text(fin: RunFinished) -> str:
-    """``: orch_error_code=2 HEAP_RING_DEADLOCK (confirmed by the host log)`` for the innermost wedged
-    scope, from the run's ``wedge_causes``; "" when no code is known."""
-    cause = fin.wedge_cause
-    if cause is None or cause.code is None:
-        return ""
-    name = error_name(cause.code)
-    said = ("likely" if cause.confirmed is None else "confirmed by the host log" if cause.confirmed
-            else "the host log's code")
-    return f": orch_error_code={cause.code}{f' {name}' if name else ''} ({said})"
+def verdict_kind(v: Verdict) -> str:
+    """The verdict's kind as a track name: ``WEDGED``, ``CUT SHORT``, ``HEALTHY`` ..."""
+    return v.kind.replace("_", " ").upper()
+
+
+def verdict_title(v: Verdict) -> str:
+    """The verdict's short text with its kind in capitals, a process label:
+    ``WEDGED nested_orch.cpp:75, ring 3 task_window, FLOW_CONTROL_DEADLOCK``."""
+    short, words = v.short, v.kind.replace("_", " ")
+    return verdict_kind(v) + short[len(words):] if short.startswith(words) else f"{verdict_kind(v)}: {short}"
+
+
+def verdict_span(v: Verdict, at: int) -> tuple[int, int]:
+    """Where a run's verdict slice lies on the time axis: from the wedged scope's begin (a wedge) or the first
+    line to the run's end ``at``, at least one tick long."""
+    start = v.line if v.kind == "wedged" and v.line > 0 else 1
+    return start, max(at, start + 1)
+
+
+VERDICT_DESCRIPTION = ("the run's one verdict (ringtrace.stages.verdict, as summary and check say it): the slice "
+                       "is its short text, its args verdict_kind, verdict_severity, verdict_text; a wedge's slice "
+                       "runs from the wedged scope's begin record to the run's end")

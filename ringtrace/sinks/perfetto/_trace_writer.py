@@ -35,13 +35,15 @@ from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 from ._file import TRACE_PACKET, TraceFile, field_bytes, framed
 from ._layout import (
     TIME_AXIS,
+    VERDICT_DESCRIPTION,
     RingState,
     RunState,
     event_line,
     process_name,
     rank_pid,
     sort_key,
-    wedge_code_text,
+    verdict_kind,
+    verdict_span,
 )
 
 # TracePacket
@@ -414,14 +416,15 @@ class ProtoTrace:
 
     def _finish(self, run: RunState, fin: RunFinished | None) -> None:
         """End the pairer's open scopes (:meth:`RunState.finish`), innermost first, with a WEDGED instant
-        inside the innermost when the run wedged."""
+        inside the innermost when the run wedged; a finished run's verdict on a track of its own."""
         opened, wedged, at = run.finish(fin)
         if wedged and fin is not None and opened and opened[-1].ring in run.rings:
             inner = opened[-1]
-            code = fin.wedge_cause.code if fin.wedge_cause else None  # likely, or the host log's
+            code = fin.verdict.code  # the verdict's: the host log's, else the likely one
             extra = _ann(annotation_prefixes(IID_ORCH_ERROR_CODE), code) if code is not None else b""
             self._instant(run, run.rings[inner.ring], at, "WEDGED", inner.line, inner.depth, extra)
-            self._wedge_track(run, fin, inner, at)
+        if fin is not None:
+            self._verdict_track(run, fin, at)
         for scope in reversed(opened):
             self._end(run, scope, at, IID_WEDGED if wedged else IID_OPEN_AT_CLOSE)
         del self.runs[run.source]
@@ -430,20 +433,27 @@ class ProtoTrace:
         else:
             self._process(run, rank_pid(run.source.labels.rank))
 
-    def _wedge_track(self, run: RunState, fin: RunFinished, inner: OpenScope, at: int) -> None:
-        """A track of its own, first in the process, with one slice from the wedged scope's begin to the end:
-        the marker a person sees without zooming into the ring's last record."""
+    def _verdict_track(self, run: RunState, fin: RunFinished, at: int) -> None:
+        """A track of its own, first in the process, named by the verdict's kind (``WEDGED``, ``FAILED``,
+        ``CUT SHORT``, ``HEALTHY`` ...), with one slice named by its short text: from the wedged scope's begin
+        (a wedge) or the run's first line to its end.  Rendered from ``fin.verdict``, never decided here."""
+        v = fin.verdict
         uuid = self._uuid()
         seq = self._seq()
-        name = f"WEDGED in {inner.site} (ring {inner.ring}, line {inner.line}){wedge_code_text(fin)}"
+        start, end = verdict_span(v, at)
+        args = [pb.DebugAnnotation(name="verdict_kind", string_value=v.kind),
+                pb.DebugAnnotation(name="verdict_severity", string_value=v.severity),
+                pb.DebugAnnotation(name="verdict_text", string_value=utf8(v.text))]
+        if v.code is not None:
+            args.append(pb.DebugAnnotation(name="orch_error_code", int_value=v.code))
         packets = [
             pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
                            track_descriptor=pb.TrackDescriptor(
-                uuid=uuid, parent_uuid=run.uuid, name="WEDGED", sibling_order_rank=-1,
-                description="the scope the run wedged in, from its begin record to the run's end")),
-            pb.TracePacket(timestamp=inner.line, trusted_packet_sequence_id=seq, track_event=pb.TrackEvent(
-                type=pb.TrackEvent.TYPE_SLICE_BEGIN, track_uuid=uuid, name=utf8(name))),
-            pb.TracePacket(timestamp=max(at, inner.line + 1), trusted_packet_sequence_id=seq,
+                uuid=uuid, parent_uuid=run.uuid, name=verdict_kind(v), sibling_order_rank=-1,
+                description=f"{VERDICT_DESCRIPTION}. {v.severity}: {utf8(v.text)}")),
+            pb.TracePacket(timestamp=start, trusted_packet_sequence_id=seq, track_event=pb.TrackEvent(
+                type=pb.TrackEvent.TYPE_SLICE_BEGIN, track_uuid=uuid, name=utf8(v.short), debug_annotations=args)),
+            pb.TracePacket(timestamp=end, trusted_packet_sequence_id=seq,
                            track_event=pb.TrackEvent(type=pb.TrackEvent.TYPE_SLICE_END, track_uuid=uuid))]
         self.out.parts.extend(framed_message(p) for p in packets)
 

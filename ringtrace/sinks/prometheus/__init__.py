@@ -30,6 +30,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import (
     RESOURCES,
     WANT_SUMMARIES,
@@ -45,14 +46,18 @@ from ringtrace.model.records import (
     empty_summary,
     utf8,
 )
+from ringtrace.model.runtime import usable
 from ringtrace.sinks import ringtrace_version
 
 RUN_LABELS = ("run", "rank", "dispatch")
 _UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
 _WHAT = {"task_window": "task-window slots", "heap": "heap bytes", "dep_pool": "dep-pool entries"}
-_PER_RESOURCE = (("capacity", "Capacity of the ring's {} (the file's metadata)."),
-                 ("high_water", "Peak scope high water of the ring's {} (end.head - begin.tail)."),
-                 ("live", "Occupied {} (head - tail) at the ring's latest boundary record."))
+_PER_RESOURCE = (("capacity", "Capacity of the ring's {} (the file's metadata line)."),
+                 ("high_water", "Largest scope high water of the ring's {} (end.head - begin.tail: the backlog when "
+                  "the scope began plus all it allocated). Occupancy, not need: reclaim is lazy, so a ring that never "
+                  "had to wait keeps everything; can exceed capacity when the ring reclaimed during the scope."),
+                 ("live", "Occupied {} (head - tail) at the ring's latest boundary record. Occupancy, not need: "
+                  "reclaim is lazy, so a ring that never had to wait keeps everything."))
 _RESOURCE_NAMES = {res: tuple(f"ringtrace_ring_{res}_{kind}{_UNIT[res]}" for kind, _ in _PER_RESOURCE)
                    for res in RESOURCES}
 _WEDGED = ("site", "depth", "ring")
@@ -61,13 +66,14 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # (name, help, labels after run/rank/dispatch) of every per-run gauge, in exposition order
     *((name, doc.format(_WHAT[res]), ("ring",))
       for res in RESOURCES for name, (_, doc) in zip(_RESOURCE_NAMES[res], _PER_RESOURCE, strict=True)),
-    ("ringtrace_ring_utilization_ratio", "Peak high water / capacity of a ring resource (may exceed 1 when a "
-     "scope streams through reclaim).", ("ring", "resource")),
-    ("ringtrace_ring_pinned_ratio", "Largest single-scope allocation / capacity: held until that scope exits; "
-     "at 1 the ring deadlocks.", ("ring", "resource")),
+    ("ringtrace_ring_occupancy_ratio", "Occupied / usable capacity of a ring resource at the ring's latest boundary "
+     "record (0-1; a task window of N holds N - 1 tasks). Occupancy, not need: near 1 while records keep coming "
+     "the ring streams and the allocator is doing its job; near 1 in a run that stopped making progress it is "
+     "about to wedge.", ("ring", "resource")),
+    ("ringtrace_ring_need_ratio", "The need the run's records prove so far (ringtrace.analysis.need: what one open "
+     "scope's tasks held at once, or one task's block) / capacity, task window and heap only; absent where the "
+     "records prove nothing (the dep pool's count is timing).", ("ring", "resource")),
     ("ringtrace_ring_scopes", "Paired scopes that ended on this ring.", ("ring",)),
-    ("ringtrace_ring_peak_site_info", "The scope site behind a ring ratio (ratio=utilization|pinned); always 1.",
-     ("ring", "resource", "ratio", "site")),
     ("ringtrace_tensormap_capacity", "Entries of the global tensormap.", ()),
     ("ringtrace_tensormap_high_water", "Peak tensormap entries at any boundary record.", ()),
     ("ringtrace_tensormap_live", "Tensormap entries at the latest boundary record.", ()),
@@ -78,13 +84,20 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ringtrace_run_records", "Boundary records read so far.", ()),
     ("ringtrace_run_finished", "1 once the run ended (complete, idle timeout, rewritten, ...).", ()),
     ("ringtrace_run_open_scopes", "Scopes open after the latest record (the wedged ones once finished).", ()),
+    ("ringtrace_open_innermost_scope_info", "While a run is open: its innermost scope open after the latest record "
+     "(where the orchestrator is submitting; ring = the ring it submits to); always 1.", _WEDGED),
     ("ringtrace_wedged_scopes", "Scopes that never closed in a finished run (0 while it runs).", ()),
     ("ringtrace_wedged_scope_info", "One series per scope left open by a finished run; always 1.", _WEDGED),
     ("ringtrace_wedged_innermost_scope_info", "Where a finished run wedged: its innermost open scope; always 1.",
      _WEDGED),
     ("ringtrace_run_last_update_timestamp_seconds", "When ringtrace last read data of the run.", ()),
+    ("ringtrace_run_last_record_timestamp_seconds", "When ringtrace last read a new record of the run (when it "
+     "was first seen, before any): time() minus this is how long the run has made no progress.", ()),
     ("ringtrace_run_info", "The run's file: path, program, schema version, finish reason; always 1.",
      ("path", "program", "version", "reason")),
+    ("ringtrace_run_verdict", "The one verdict on a finished run (ringtrace.stages.verdict, as summary, check, "
+     "OTLP and Perfetto say it): kind, severity (ok, info, warning, error; check fails on error) and its text; "
+     "always 1.", ("kind", "severity", "text")),
     ("ringtrace_ring_recommended_capacity", "Capacity `ringtrace advise` recommends for a ring resource from a "
      "finished run (absent where only a measurement run can tell).", ("ring", "resource")),
     ("ringtrace_ring_measure_next_capacity", "Capacity for the next measurement run where the records cannot "
@@ -105,6 +118,7 @@ class RunView:
     summary: RunSummary
     updated_at: float
     final: RunFinished | None
+    record_at: float = 0.0  # when a new record was last read (when the run was first seen, before any)
 
 
 @dataclass(slots=True)
@@ -114,11 +128,19 @@ class _RunState:
     updated_at: float
     final: RunFinished | None = None
     lines: list[bytes] | None = None  # a finished run's sample lines, one bytes per run family
+    record_at: float = 0.0  # when the record count last grew (set at creation)
 
     def view(self) -> RunView:
         lab = self.source.labels
         return RunView((utf8(lab.run), utf8(lab.rank), utf8(lab.dispatch)), self.source, self.live,
-                       self.updated_at, self.final)
+                       self.updated_at, self.final, self.record_at)
+
+    def take(self, summary: RunSummary, now: float) -> None:
+        """``summary`` is the run's latest: a progress of its records moves :attr:`record_at`."""
+        if summary.records > self.live.records:
+            self.record_at = now
+        self.live = summary
+        self.updated_at = now
 
 
 def _sized(advice: RunAdvice | None) -> RunAdvice | None:
@@ -223,7 +245,7 @@ class PrometheusSink:
         if st is not None and st.source.generation > source.generation:
             return None
         if st is None or st.source.generation < source.generation:
-            st = self._runs[_key(source)] = _RunState(source, empty_summary(meta), now)
+            st = self._runs[_key(source)] = _RunState(source, empty_summary(meta), now, record_at=now)
             self._bound()
         return st
 
@@ -246,7 +268,7 @@ class PrometheusSink:
             return
         if ev.summary is not None:
             self._self.records += ev.summary.records - st.live.records
-            st.live = ev.summary
+            st.take(ev.summary, now)
         st.updated_at = now
 
     def _finish(self, ev: RunFinished, now: float) -> None:
@@ -257,8 +279,7 @@ class PrometheusSink:
         self._self.records += ev.summary.records - st.live.records
         # kept until the series expire: only what the families read (no findings' texts, no problems)
         st.final = msgspec.structs.replace(ev, findings=(), problems=(), wedge_causes=(), advice=_sized(ev.advice))
-        st.live = ev.summary
-        st.updated_at = now
+        st.take(ev.summary, now)
         self._finished.append(st)
 
     def _drop_oldest_finished(self) -> int:
@@ -408,11 +429,14 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
         if not p.scopes:
             continue  # no paired scope on the ring: peaks are not meaningful
         yield high_water, rl, p.high_water
+    for p in s.peaks:  # the ratios, by resource and ring (capacity known)
         if p.capacity is not None:
-            yield "ringtrace_ring_utilization_ratio", [*rl, p.resource], p.high_water / p.capacity
-            yield "ringtrace_ring_pinned_ratio", [*rl, p.resource], p.alloc / p.capacity
-            yield "ringtrace_ring_peak_site_info", [*rl, p.resource, "utilization", p.high_water_site], 1
-            yield "ringtrace_ring_peak_site_info", [*rl, p.resource, "pinned", p.alloc_site], 1
+            yield "ringtrace_ring_occupancy_ratio", [*lab, str(p.ring), p.resource], p.live / usable(p.resource,
+                                                                                                   p.capacity)
+    for p in s.peaks:
+        need = proven_need(p, s).value if p.capacity is not None else 0
+        if need:
+            yield "ringtrace_ring_need_ratio", [*lab, str(p.ring), p.resource], need / (p.capacity or 1)
     ring_scopes: dict[int, int] = {}
     for p in s.peaks:
         ring_scopes.setdefault(p.ring, p.scopes)
@@ -431,6 +455,9 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
     yield "ringtrace_run_records", lab, s.records
     yield "ringtrace_run_finished", lab, fin is not None
     yield "ringtrace_run_open_scopes", lab, len(s.wedged) if fin is not None else s.open_scopes
+    if fin is None and s.open:
+        o = s.open[-1]
+        yield "ringtrace_open_innermost_scope_info", [*lab, o.site, str(o.depth), str(o.ring)], 1
     yield "ringtrace_wedged_scopes", lab, len(s.wedged)
     for w in s.wedged:
         yield "ringtrace_wedged_scope_info", [*lab, w.site, str(w.depth), str(w.ring)], 1
@@ -438,8 +465,12 @@ def _samples(v: RunView) -> Iterator[tuple[str, list[str], float]]:
         w = s.wedged[-1]
         yield "ringtrace_wedged_innermost_scope_info", [*lab, w.site, str(w.depth), str(w.ring)], 1
     yield "ringtrace_run_last_update_timestamp_seconds", lab, v.updated_at
+    yield "ringtrace_run_last_record_timestamp_seconds", lab, v.record_at
     yield "ringtrace_run_info", [*lab, v.source.display_path, utf8(v.source.labels.program),
                                  str(meta.version) if meta else "", fin.reason if fin else ""], 1
+    if fin is not None:
+        verdict = fin.verdict
+        yield "ringtrace_run_verdict", [*lab, verdict.kind, verdict.severity, utf8(verdict.text)], 1
     for a in fin.advice.advice if fin is not None and fin.advice is not None else ():
         if a.recommended is not None:
             yield "ringtrace_ring_recommended_capacity", [*lab, str(a.ring), a.resource], a.recommended

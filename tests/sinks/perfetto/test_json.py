@@ -1,6 +1,6 @@
 """The Chrome JSON trace (:mod:`ringtrace.sinks.perfetto._json`): a slice per scope, unmatched begin and
-wedged scope, balanced per thread; three counters per record, the WEDGED instants and track, process
-names as the layout's."""
+wedged scope, balanced per thread; three counters per record, the WEDGED instants, the verdict's track (as
+the protobuf trace's: tests/sinks/perfetto/test_verdict.py), process names as the layout's."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_chrome_json(tmp_path: Path) -> None:
     assert phases["i"] == sum(1 for f in fins if f.summary.wedged) + len(fins)  # WEDGED + run info
     records = sum(f.summary.records for f in fins)
     assert phases["C"] == 3 * records  # ring live, ring use %, tensormap (every ring here has its capacities)
-    assert phases["X"] == sum(1 for f in fins if f.summary.wedged)  # the WEDGED track's slice
+    assert phases["X"] == len(fins)  # the verdict track's slice
     names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
     assert names == {process_name(f.source) for f in fins}
     stacks: dict[tuple[int, int], int] = Counter()

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,27 +49,12 @@ from tests._support.events import read_events, run_events
 from tests._support.samples import FAILED, L3, SAMPLE_FILES
 from tests._support.scope_stats import encode_lines, meta, rec, with_totals
 from tests._support.tmpfs import fill, small_tmpfs
+from tests._support.verdicts import trace_packets
 
 Packet = Any  # official.TracePacket
 
 
 # -- decoding a trace and replaying it ----------------------------------------------------------------
-
-
-def packets(path: Path) -> list[Packet]:
-    """All packets, compressed_packets expanded in place (official decoder)."""
-    trace = official.Trace()
-    trace.ParseFromString(path.read_bytes())
-    out: list[Packet] = []
-    for p in trace.packet:
-        if p.HasField("compressed_packets"):
-            inner = official.Trace()
-            inner.ParseFromString(zlib.decompress(p.compressed_packets))
-            assert not any(q.HasField("compressed_packets") for q in inner.packet)
-            out.extend(inner.packet)
-        else:
-            out.append(p)
-    return out
 
 
 class Slice:
@@ -119,7 +103,7 @@ class Model:
             last_ts[seq] = ts
             track = te.track_uuid if te.HasField("track_uuid") else st["defaults"].track_uuid
             name = st["names"][te.name_iid] if te.HasField("name_iid") else te.name
-            args = {st["ann"][a.name_iid]: (a.bool_value if a.HasField("bool_value") else a.int_value)
+            args = {(a.name if a.HasField("name") else st["ann"][a.name_iid]): getattr(a, a.WhichOneof("value"))
                     for a in te.debug_annotations}
             defaults = st["defaults"]  # a sequence without defaults (the WEDGED track) names its track
             extra = list(te.extra_counter_track_uuids) or (list(defaults.extra_counter_track_uuids) if defaults else [])
@@ -147,6 +131,11 @@ class Model:
                 self.counters[track].append((ts, te.counter_value))
         self.open = [s for st_ in stacks.values() for s in st_]
 
+    @property
+    def scopes(self) -> list[Slice]:
+        """The slices of the ring tracks (scopes and WEDGED instants), not the verdict's."""
+        return [sl for sl in self.slices if "verdict_kind" not in sl.args]
+
     def named(self, prefix: str) -> dict[str, int]:
         return {d.name: uuid for uuid, d in self.tracks.items() if d.name.startswith(prefix)}
 
@@ -163,7 +152,7 @@ def write(events: Sequence[SinkEvent], path: Path, **kw: Any) -> Model:
         sink.receive(ev)
     sink.flush(math.inf)
     sink.close()
-    return Model(packets(path))
+    return Model(trace_packets(path))
 
 
 def check(model: Model, events: Sequence[SinkEvent]) -> None:
@@ -186,8 +175,8 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
         records = [r for e in progress for r in e.records]
         scopes = {sc.begin_line: sc for e in progress for sc in e.events if isinstance(sc, Scope)}
         begins = {r.line: r for r in records if r.phase == "begin"}
-        # one slice per begin record: paired + unmatched begins + wedged
-        assert len(slices) == len(begins) == s.scopes + s.unmatched_begins + len(s.wedged)
+        # one slice per begin record: paired + unmatched begins + left open (wedged, or the run was cut)
+        assert len(slices) == len(begins) == s.scopes + s.unmatched_begins + len(s.open)
         assert sum(1 for sl in mine if sl.name == "WEDGED") == (1 if s.wedged else 0)
         assert sum(1 for sl in slices if sl.args.get("wedged")) == len(s.wedged)
         assert sum(1 for sl in slices if sl.args.get("unmatched_begin")) == s.unmatched_begins
@@ -206,7 +195,7 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
                         assert (sl.args[f"{res}_high_water"], sl.args[f"{res}_live_at_exit"],
                                 sl.args[f"{res}_alloc"]) == (u.high_water, u.live_at_exit, u.alloc)
             else:
-                assert sl.args.get("wedged") or sl.args.get("unmatched_begin")
+                assert sl.args.get("wedged") or sl.args.get("unmatched_begin") or sl.args.get("open_at_close")
                 assert sl.end is not None and sl.end > sl.ts
         # nesting on each ring's track: depth - ring for ring = min(depth, 3) files
         if all(r.ring == min(r.depth, 3) for r in records):
@@ -215,7 +204,7 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
             w = next(sl for sl in mine if sl.name == "WEDGED")
             inner = s.wedged[-1]
             assert w.ts == records[-1].line + 1 and w.args["line"] == inner.line
-            assert w.args.get("orch_error_code") == fin.wedge_causes[-1].code  # as summary names it
+            assert w.args.get("orch_error_code") == fin.verdict.code  # as the verdict names it
             innermost = next(sl for sl in slices if sl.ts == inner.line)
             assert w.track == innermost.track and w.depth == innermost.depth + 1
         # counters: every record of a ring, live = head - tail, at the record's line
@@ -244,20 +233,24 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
                     assert model.counters[children[pct[0]]] == [(line, 100 * v // cap) for line, v in want]
                 else:
                     assert pct == []
-        if s.wedged:  # a WEDGED track of its own, first, with one slice from the wedged begin to the end
-            wt = children["WEDGED"]
-            assert model.tracks[wt].sibling_order_rank == -1
-            [ws] = [sl for sl in model.slices if sl.track == wt]
-            assert ws.name.startswith(f"WEDGED in {s.wedged[-1].site}") and ws.ts == s.wedged[-1].line
-            assert ws.end == records[-1].line + 1
-        else:
-            assert "WEDGED" not in children
+        # the verdict on a track of its own, first, named by its kind, with one slice named by its short text:
+        # from the wedged begin (a wedge) or the first line to the end
+        v = fin.verdict
+        vt = children[layout.verdict_kind(v)]
+        assert model.tracks[vt].sibling_order_rank == -1 and v.text in model.tracks[vt].description
+        [vs] = [sl for sl in model.slices if sl.track == vt]
+        assert (vs.name, vs.args["verdict_kind"], vs.args["verdict_severity"], vs.args["verdict_text"]) == (
+            v.short, v.kind, v.severity, v.text)
+        assert vs.args.get("orch_error_code") == v.code
+        end = (records[-1].line if records else 1) + 1
+        assert (vs.ts, vs.end) == ((s.wedged[-1].line, end) if s.wedged else (1, max(end, 2)))
+        assert [n for n in children if model.tracks[children[n]].sibling_order_rank == -1] == [layout.verdict_kind(v)]
         tm = [u for n, u in children.items() if n.startswith("tensormap (cap ")]
         assert len(tm) == 1 and model.counters[tm[0]] == [(r.line, r.tensormap) for r in records]
         labels = list(proc.process.process_labels)
-        assert any(lab.startswith("WEDGED in") for lab in labels) == bool(s.wedged)
-        if s.wedged and fin.wedge_causes[-1].code is not None:
-            assert any(f"orch_error_code={fin.wedge_causes[-1].code}" in lab for lab in labels)
+        assert labels[0] == layout.verdict_title(v)  # the verdict first, as summary says it
+        assert any(lab.startswith("WEDGED") for lab in labels) == bool(s.wedged)
+        assert f"verdict {v.kind} ({v.severity}): {v.text}" in proc.description
         assert any(lab.startswith("INCOMPLETE") for lab in labels) == (not s.complete)
         assert ("FATAL" in labels) == bool(s.meta and s.meta.fatal)
         assert "1 ns = 1 boundary record" in proc.description
@@ -308,7 +301,7 @@ def test_unmatched_begin_and_end(write_jsonl: Any, tmp_path: Path) -> None:
     assert isinstance(fin, RunFinished) and fin.summary.unmatched_begins == 2 and fin.summary.unmatched_ends == 1
     model = write(events, tmp_path / "u.pftrace")
     check(model, events)
-    ends = {sl.name: (sl.ts, sl.end, sl.args.get("unmatched_begin")) for sl in model.slices}
+    ends = {sl.name: (sl.ts, sl.end, sl.args.get("unmatched_begin")) for sl in model.scopes}
     assert ends["a.cpp:1"] == (3, 5, True) and ends["b.cpp:2"] == (4, 5, True)
     assert ends["c.cpp:3"] == (5, 7, None)
 
@@ -327,24 +320,32 @@ def test_v4_file_has_no_dep_pool(write_jsonl: Any, tmp_path: Path) -> None:
     assert model.max_extra == 5  # task window, heap, tensormap, and the two use-% counters
 
 
-def test_wedged_run_and_fatal(write_jsonl: Any, tmp_path: Path) -> None:
-    path = write_jsonl([meta(total=6, fatal=True),
+@pytest.mark.parametrize("total", [5, 6])
+def test_wedged_or_cut_run_and_fatal(write_jsonl: Any, tmp_path: Path, total: int) -> None:
+    """Every record read and scopes left open: wedged; one record missing: cut short, its open scopes drawn
+    ``open_at_close``.  Either way the verdict says it, first, and the facts (fatal, incomplete) follow."""
+    path = write_jsonl([meta(total=total, fatal=True),
                         rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 1), rec("b.cpp:2", "begin", 2),
                         rec("c.cpp:3", "begin", 3), rec("d.cpp:4", "begin", 4)])
     events = events_of(path)
+    fin = events[-1]
+    assert isinstance(fin, RunFinished) and fin.verdict.kind == ("wedged" if total == 5 else "cut_short")
     model = write(events, tmp_path / "w.pftrace")
     check(model, events)
     assert all(sl.end == 7 for sl in model.slices)
+    assert all(sl.args.get("wedged" if total == 5 else "open_at_close") for sl in model.scopes if sl.name != "WEDGED")
     proc = next(iter(model.processes().values()))
-    assert "FATAL" in proc.process.process_labels
-    assert any(lab.startswith("INCOMPLETE 5 of 6") for lab in proc.process.process_labels)
+    labels = list(proc.process.process_labels)
+    assert labels[0] == ("WEDGED d.cpp:4, ring 3 task_window" if total == 5 else "CUT SHORT")
+    assert "FATAL" in labels
+    assert any(lab.startswith("INCOMPLETE 5 of 6") for lab in labels) == (total == 6)
 
 
 def test_unfinished_runs_are_closed_at_close(write_jsonl: Any, tmp_path: Path) -> None:
     path = write_jsonl(with_totals([rec("(unknown):0", "begin", 0), rec("a.cpp:1", "begin", 1)]))
     events = [e for e in events_of(path) if not isinstance(e, RunFinished)]
     model = write(events, tmp_path / "open.pftrace")
-    assert [sl.args.get("open_at_close") for sl in model.slices] == [True, True]
+    assert [sl.args.get("open_at_close") for sl in model.scopes] == [True, True]
     assert any("UNFINISHED" in lab for lab in next(iter(model.processes().values())).process.process_labels)
 
 
@@ -363,8 +364,8 @@ def test_a_run_ended_without_wedging_is_not_called_wedged(write_jsonl: Any, tmp_
     out = tmp_path / ("t.pftrace" if fmt == "proto" else "t.json")
     if fmt == "proto":
         model = write(events, out)
-        assert model.open == [] and [sl.args.get("open_at_close") for sl in model.slices] == [True] * 3
-        assert not any(sl.name == "WEDGED" or sl.args.get("wedged") for sl in model.slices)
+        assert model.open == [] and [sl.args.get("open_at_close") for sl in model.scopes] == [True] * 3
+        assert not any(sl.name == "WEDGED" or sl.args.get("wedged") for sl in model.scopes)
         labels = next(iter(model.processes().values())).process.process_labels
     else:
         sink = PerfettoSink(out, "chrome-json")
@@ -383,7 +384,7 @@ def test_begin_and_end_on_different_rings(write_jsonl: Any, tmp_path: Path) -> N
     """Odd data: the pairer pairs by depth and site; the slice still ends on its own track."""
     path = write_jsonl(with_totals([rec("a.cpp:1", "begin", 1, ring=1), rec("a.cpp:1", "end", 1, ring=2)]))
     model = write(events_of(path), tmp_path / "odd.pftrace")
-    assert [(sl.ts, sl.end) for sl in model.slices] == [(2, 3)]
+    assert [(sl.ts, sl.end) for sl in model.scopes] == [(2, 3)]
     assert model.open == []
 
 
@@ -408,7 +409,7 @@ def test_atomic_and_streaming(tmp_path: Path) -> None:
     assert not path.exists() and tmp.stat().st_size > 10_000  # streamed to disk before close
     sink.close()
     assert path.exists() and not tmp.exists()
-    check(Model(packets(path)), events)
+    check(Model(trace_packets(path)), events)
 
 
 def test_write_error_is_raised_from_close(tmp_path: Path) -> None:
@@ -441,7 +442,7 @@ def test_dir_sink_names_and_atomic_writes(tmp_path: Path) -> None:
             name = trace_file_name(ev.source)
             assert name in final and name not in seen
             seen.add(name)
-            check(Model(packets(out / name)), [e for e in events if e.source == ev.source])
+            check(Model(trace_packets(out / name)), [e for e in events if e.source == ev.source])
         assert final == seen  # nothing appears before its run finished
         assert open_files(out) == []  # open runs hold no file descriptor between events
     sink.close()
@@ -449,7 +450,7 @@ def test_dir_sink_names_and_atomic_writes(tmp_path: Path) -> None:
     assert stems == {"nested_l3_20261130_102011-rank0-d0", "nested_l3_20261130_102011-rank1-d1",
                      "HeapRingDeadlock", "NestedScopes_window4_flow_control_deadlock"}
     assert list(out.glob("*.tmp")) == []
-    pids = {n.rsplit("-", 1)[0]: Model(packets(out / n)).processes() for n in seen}
+    pids = {n.rsplit("-", 1)[0]: Model(trace_packets(out / n)).processes() for n in seen}
     assert [d.process.pid for d in pids["nested_l3_20261130_102011-rank1-d1"].values()] == [2]
 
 
@@ -554,7 +555,7 @@ def test_scope_without_task_window_usage(tmp_path: Path) -> None:
     events: list[SinkEvent] = [RunStarted(src, None),
                                RunProgress(src, (record(2, "begin"), record(3, "end")), (scope,), ())]
     model = write(events, tmp_path / "slow.pftrace")
-    [sl] = model.slices
+    [sl] = model.scopes
     assert (sl.args["heap_high_water"], sl.args["heap_live_at_exit"], sl.args["heap_alloc"]) == (70000, 5, 1 << 40)
     assert "task_window_alloc" not in sl.args and sl.end == 3
 
@@ -572,7 +573,7 @@ def test_dir_sink_writes_a_run_whose_rank_is_too_large_for_a_pid(write_jsonl: An
         fanout.receive_all(run_events(path, Source(str(path), Labels(run="r", rank=rank))))
     fanout.close()
     assert fanout.errors["perfetto-dir"] == 0 and len(sink.written) == 2
-    pids = [[d.process.pid for d in Model(packets(p)).processes().values()] for p in sink.written]
+    pids = [[d.process.pid for d in Model(trace_packets(p)).processes().values()] for p in sink.written]
     assert pids == [[1 + 99999999999 % layout.PID_MAX], [4]]
 
 
@@ -594,7 +595,7 @@ def test_runs_labelled_alike_under_different_roots_get_their_own_files(tmp_path:
     for events in streams:
         fin = events[-1]
         assert isinstance(fin, RunFinished)
-        check(Model(packets(sink.directory / trace_file_name(fin.source))), events)
+        check(Model(trace_packets(sink.directory / trace_file_name(fin.source))), events)
 
 
 @pytest.fixture
@@ -642,7 +643,7 @@ def test_dir_sink_on_a_full_disk_counts_each_failed_run_and_never_publishes_a_pa
         for p in sink.written:  # every published trace is whole
             src = next(e.source for e in everything
                        if isinstance(e, RunFinished) and trace_file_name(e.source) == p.name)
-            check(Model(packets(p)), [e for e in everything if e.source == src])
+            check(Model(trace_packets(p)), [e for e in everything if e.source == src])
 
 
 @pytest.mark.parametrize("fmt", ["proto", "chrome-json"])
@@ -712,7 +713,7 @@ def test_a_path_that_is_not_utf8_is_written(tmp_path: Path, fmt: Literal["proto"
     fanout.close()
     assert fanout.errors["perfetto-dir"] == 0 and len(sink.written) == 1
     if fmt == "proto":
-        (proc,) = Model(packets(sink.written[0])).processes().values()
+        (proc,) = Model(trace_packets(sink.written[0])).processes().values()
         assert proc.process.process_name == "caf\ufffd" and "caf\ufffd/scope_stats" in proc.description
 
 

@@ -129,7 +129,8 @@ def test_metrics_text_format(server: MetricsServer) -> None:
     assert status == 200
     assert headers["content-type"].startswith("text/plain; version=0.0.4")
     names = {f.name for f in text_string_to_metric_families(body.decode())}
-    assert {"ringtrace_ring_utilization_ratio", "ringtrace_wedged_scope_info", "ringtrace_build_info"} <= names
+    assert {"ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict", "ringtrace_wedged_scope_info",
+            "ringtrace_build_info"} <= names
 
 
 def test_metrics_openmetrics_when_asked(server: MetricsServer) -> None:

@@ -19,7 +19,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
+from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import Labels, RunFinished, RunProgress, SinkEvent, Source
+from ringtrace.model.runtime import usable
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sources.paths import source_labels
@@ -110,15 +112,16 @@ def test_exposition_reports_the_sample_figures() -> None:
     run = dict(run=PAGED.parts[-3], rank="", dispatch="")
     ring2 = dict(run, ring="2")
     assert one(s, "ringtrace_ring_task_window_capacity", **ring2) == 16
-    assert one(s, "ringtrace_ring_task_window_high_water", **ring2) == 19
-    assert one(s, "ringtrace_ring_utilization_ratio", resource="task_window", **ring2) == pytest.approx(19 / 16)
-    assert one(s, "ringtrace_ring_pinned_ratio", resource="task_window", **ring2) == pytest.approx(4 / 16)
+    assert one(s, "ringtrace_ring_task_window_high_water", **ring2) == 19  # streams past the capacity: not a need
     assert one(s, "ringtrace_ring_heap_capacity_bytes", **ring2) == 32768
     assert one(s, "ringtrace_ring_heap_high_water_bytes", **ring2) == 26 * 1024
-    assert one(s, "ringtrace_ring_utilization_ratio", resource="dep_pool", **ring2) == pytest.approx(260 / 256)
-    assert one(s, "ringtrace_ring_peak_site_info", resource="heap", ratio="utilization", **ring2) == 1
-    assert ("site", "paged_attention_orch.cpp:177") in next(iter(pick(
-        s, "ringtrace_ring_peak_site_info", resource="heap", ratio="utilization", **ring2)))
+    # the need the records prove (one scope's 4 tasks live at once: a window of 5), not the high water
+    assert one(s, "ringtrace_ring_need_ratio", resource="task_window", **ring2) == pytest.approx(5 / 16)
+    assert not pick(s, "ringtrace_ring_need_ratio", resource="dep_pool", **ring2)  # the dep pool proves nothing
+    # occupancy at the ring's last record: 12 of the window's 15 usable slots
+    assert one(s, "ringtrace_ring_occupancy_ratio", resource="task_window", **ring2) == pytest.approx(12 / 15)
+    assert not [n for n, _ in s if n in ("ringtrace_ring_utilization_ratio", "ringtrace_ring_pinned_ratio",
+                                         "ringtrace_ring_peak_site_info")]  # deleted: occupancy shown as pressure
     # live = head - tail at the ring's last record (read off the last lines of the file)
     assert one(s, "ringtrace_ring_task_window_live", ring="0", **run) == 0
     assert one(s, "ringtrace_ring_task_window_live", ring="1", **run) == 1
@@ -150,11 +153,12 @@ def test_wedged_runs_list_their_open_scopes() -> None:
         ("nested_dummy_small_orch.cpp:75", "4", "3")}
     inner = pick(s, "ringtrace_wedged_innermost_scope_info", **flow)
     assert [dict(k)["site"] for k in inner] == ["nested_dummy_small_orch.cpp:75"]
-    # no scope paired: capacities and live occupancy, but no peaks or ratios
+    # no scope paired: capacities and live occupancy (3 of the window's 3 usable slots: full), but no peaks
     assert one(s, "ringtrace_ring_task_window_live", ring="3", **flow) == 3
     assert one(s, "ringtrace_ring_task_window_capacity", ring="3", **flow) == 4
+    assert one(s, "ringtrace_ring_occupancy_ratio", ring="3", resource="task_window", **flow) == 1
     assert not pick(s, "ringtrace_ring_task_window_high_water", **flow)
-    assert not pick(s, "ringtrace_ring_utilization_ratio", **flow)
+    assert not pick(s, "ringtrace_ring_need_ratio", **flow)
     heap = dict(run="HeapRingDeadlock", rank="", dispatch="")
     assert one(s, "ringtrace_wedged_scopes", **heap) == 1
     assert one(s, "ringtrace_run_finished", **heap) == 1
@@ -195,7 +199,7 @@ def test_openmetrics_exposition_parses_strictly() -> None:
     text = generate_openmetrics(sink.registry).decode()
     assert text.endswith("# EOF\n")
     names = {f.name for f in parse_openmetrics(text)}
-    assert {"ringtrace_records_read", "ringtrace_ring_utilization_ratio", "ringtrace_wedged_scope_info"} <= names
+    assert {"ringtrace_records_read", "ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict"} <= names
 
 
 def test_self_metrics() -> None:
@@ -261,6 +265,11 @@ def test_open_run_is_not_wedged_until_finished() -> None:
     assert one(s, "ringtrace_run_finished", **lab) == 0
     assert not pick(s, "ringtrace_wedged_scope_info", **lab)
     assert one(s, "ringtrace_run_last_update_timestamp_seconds", **lab) == 50.0
+    assert one(s, "ringtrace_run_last_record_timestamp_seconds", **lab) == 50.0
+    inner = pick(s, "ringtrace_open_innermost_scope_info", **lab)  # where it is submitting now
+    assert [(dict(k)["site"], dict(k)["depth"], dict(k)["ring"]) for k in inner] == [
+        ("nested_dummy_small_orch.cpp:75", "4", "3")]
+    assert not pick(s, "ringtrace_run_verdict", **lab)  # no verdict while it runs
     clock.now = 80.0
     for ev in run.finish("idle"):
         sink.receive(ev)
@@ -268,6 +277,9 @@ def test_open_run_is_not_wedged_until_finished() -> None:
     assert one(s, "ringtrace_wedged_scopes", **lab) == 5
     assert one(s, "ringtrace_run_finished", **lab) == 1
     assert one(s, "ringtrace_run_last_update_timestamp_seconds", **lab) == 80.0
+    assert one(s, "ringtrace_run_last_record_timestamp_seconds", **lab) == 50.0  # no record since
+    assert not pick(s, "ringtrace_open_innermost_scope_info", **lab)
+    assert one(s, "ringtrace_run_verdict", kind="wedged", severity="error", **lab) == 1
     assert dict(next(iter(pick(s, "ringtrace_run_info", **lab))))["reason"] == "idle"
 
 
@@ -285,11 +297,15 @@ def test_live_figures_follow_the_records() -> None:
     lab = dict(run=src.labels.run)
     expect = run.summary()
     for p in expect.peaks:
-        if p.scopes and p.capacity:
-            assert one(s, "ringtrace_ring_utilization_ratio", ring=str(p.ring), resource=p.resource, **lab) == \
-                pytest.approx(p.high_water / p.capacity)
+        assert p.capacity
+        need = proven_need(p, expect).value
+        got = pick(s, "ringtrace_ring_need_ratio", ring=str(p.ring), resource=p.resource, **lab)
+        assert list(got.values()) == ([pytest.approx(need / p.capacity)] if need else [])
+        assert one(s, "ringtrace_ring_occupancy_ratio", ring=str(p.ring), resource=p.resource, **lab) == \
+            pytest.approx(p.live / usable(p.resource, p.capacity))
         assert one(s, f"ringtrace_ring_{p.resource}_live{'_bytes' if p.resource == 'heap' else ''}",
                    ring=str(p.ring), **lab) == p.live
+    assert any(p.live for p in expect.peaks) and any(proven_need(p, expect).value for p in expect.peaks)
     assert one(s, "ringtrace_run_scopes", **lab) == expect.scopes
     assert one(s, "ringtrace_run_open_scopes", **lab) == len(run.pairer.open_scopes)
     assert one(s, "ringtrace_run_complete", **lab) == 0
@@ -403,7 +419,7 @@ def test_progress_without_start_and_unknown_finish_do_not_raise() -> None:
 def test_awkward_site_names_stay_valid_exposition() -> None:
     """Sites come from file names: quotes, backslashes and non-ASCII must be escaped, not break the page."""
     site = 'we"ird\\name_\u00e9\u4e2d.cpp:7'
-    meta = json.dumps(_meta(6, total=2))
+    meta = json.dumps(_meta(6, total=1))  # every record read: the scope left open is a wedge
     begin = json.dumps({"site": site, "phase": "begin", "depth": 1, "ring": 1, "task_window_start": 0,
                         "task_window_end": 1, "heap_start": 0, "heap_end": 8, "dep_pool_start": 1,
                         "dep_pool_end": 1, "tensormap": 0})
@@ -412,6 +428,8 @@ def test_awkward_site_names_stay_valid_exposition() -> None:
         sink.receive(ev)
     s = series(sink)
     assert [dict(k)["site"] for k in pick(s, "ringtrace_wedged_scope_info", run='r"un')] == [site]
+    [verdict] = pick(s, "ringtrace_run_verdict", run='r"un')
+    assert site in dict(verdict)["text"]
     parse_openmetrics(generate_openmetrics(sink.registry).decode())
     promtool = shutil.which("promtool")
     require(promtool is not None, "promtool not installed (Debian package prometheus)")
