@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
     summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
     failed = False
     verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.expect_reasons(fin, expect) for fin in summary.finished}
-    glance(out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # then a line each
+    glance(out, summary.finished, True, {k: not v for k, v in verdicts.items()}, cfg.headroom)  # a line each below
     for fin in summary.finished:
         reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)

@@ -10,9 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.analysis.advise import (
-    fmt,
-)
+from ringtrace.analysis.advise import DEFAULT_HEADROOM, RunFacts, advise_runs, fmt
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunAdvice, RunFinished
 
@@ -25,8 +23,8 @@ def problem_counts(fin: RunFinished) -> tuple[int, int]:
 
 def one_phrase(ra: RunAdvice | None) -> str:
     """The advice in one phrase, for the overview."""
-    if ra is None or not ra.advice:
-        return "-"
+    if ra is None or not ra.advice or all(a.capacity is None for a in ra.advice):
+        return "-"  # no sizes known for this run (a host log alone): the program's answer is advise's
     grow = [a for a in ra.advice if a.recommended is not None and a.capacity and a.recommended > a.capacity]
     shrink = [a for a in ra.advice if a.shrink]
     measure = [a for a in ra.advice if a.recommended is None and a.measure_next is not None]
@@ -145,10 +143,13 @@ def _widths(cols: list[str], rows: list[dict[str, Text]], longest: dict[str, int
 
 
 def glance(console: Console, fins: Sequence[RunFinished], details: bool | None,
-           gate: dict[int, bool] | None = None) -> list[RunFinished]:
-    """With more than one source: print the overview (``gate``: ``check``'s PASS per ``id(fin)``);
-    returns the sources to show in detail."""
+           gate: dict[int, bool] | None = None, headroom: float = DEFAULT_HEADROOM) -> list[RunFinished]:
+    """With more than one source: print the overview (``gate``: ``check``'s PASS per ``id(fin)``; each run's
+    advice pooled over every run of its program given, as ``advise`` pools it); returns the sources to show
+    in detail."""
     if len(fins) <= 1:
         return list(fins)
-    render_overview(console, fins, [f.advice for f in fins], gate)
+    pooled = advise_runs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
+                          for f in fins], headroom)
+    render_overview(console, fins, pooled, gate)  # each run's advice from every run of its program given
     return sorted((f for f in fins if details or any(problem_counts(f))), key=problem_order)

@@ -23,6 +23,6 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
         from ringtrace.report.text import render_run
 
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
-        for fin in glance(out, readable, args.details):
+        for fin in glance(out, readable, args.details, headroom=cfg.headroom):
             render_run(out, fin)
     return EXIT_OK if ok else EXIT_INPUT

@@ -41,7 +41,7 @@ def render_run(console: Console, fin: RunFinished) -> None:
     v = fin.verdict
     verdict = Text("  verdict ", style="bold")
     verdict.append(v.severity, style=_STYLE.get(v.severity, "green"))
-    verdict.append(f" {v.kind}: {v.text}")
+    verdict.append(f": {v.text}")
     console.print(verdict, soft_wrap=False, highlight=False)
     if log is not None:  # sentences: wrapped at the console's width
         said = describe_log(log) if log.failed else "no failure reported"
