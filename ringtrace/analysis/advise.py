@@ -223,7 +223,7 @@ class _Bound:
     """The evidence of one unit (a rank of a program) for one (ring, resource)."""
 
     __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "known", "lo_need", "lo_src", "lo_why", "proven",
-                 "request", "retry", "used")
+                 "request", "retry", "counts", "used")
 
     def __init__(self) -> None:
         self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)
@@ -235,6 +235,7 @@ class _Bound:
         self.proven = 0  # the most the records alone proved
         self.request = 0  # the largest request a failure report shows (heap bytes)
         self.retry = 0  # a size where the allocator gave up once after ~500 ms (backstop): run it again first
+        self.counts: list[tuple[int | None, int, str]] = []  # dep pool: (the ring's window, entries live, run)
         self.failed: list[int] = []  # capacities at which this resource was proven short
         self.used = False
         self.known = False  # some run stated this capacity (0 in the metadata means unknown)
@@ -254,6 +255,7 @@ def _merge(bounds: Iterable[_Bound]) -> _Bound:
         if b.est > out.est:
             out.est, out.est_src = b.est, b.est_src
         out.proven, out.request = max(out.proven, b.proven), max(out.request, b.request)
+        out.counts += b.counts
         out.failed += b.failed
     out.used = bool(users)
     out.known = any(b.known for b in users)
@@ -291,6 +293,8 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             count = dep_pool_estimate(p, s)
             if count.value and _completed(s):  # runs in label order: the latest completed run's count, taken
                 b.est, b.est_src = count.value, run.name  # closest to the sizes the answer will have
+                window = s.meta.capacity("task_window", p.ring) if s.meta is not None else None
+                b.counts.append((window, count.value, run.name))
         if code is None:
             if _completed(s) and s.meta is not None:
                 blocked.clear()  # a later run completed: an earlier program error is not today's
@@ -307,6 +311,12 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
                            + (f"; {ERROR_CODES[code].move}" if code in ERROR_CODES and ERROR_CODES[code].move else ""))
             continue
         pending.append(short)
+    for (_, r), b in bounds.items():
+        if r == "dep_pool" and b.counts:  # what was live at once at the window the answer converges on
+            window = b.counts[-1][0]
+            top = max((c for c in b.counts if c[0] == window), key=lambda c: c[1])
+            b.lower(top[1], top[2], f"{top[1]} entries were live at once in a run at this task window (the dep "
+                                    "pool's count is timing: the most seen is what a run can need)")
     for short in pending:
         if short.ring is None:  # a report that names no ring is pinned later (_pin_ringless)
             continue
@@ -453,8 +463,8 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
                                           f"before believing it; {lo_txt}")
     if hi_known is None:
         p = max(close, _closing(r, est, h) if est > close else 0)
-        why = "no run completed yet" if b.hi is None else (f"{fmt(r, b.hi)} completed once but {fmt(r, lo - 1)} "
-                                                           "failed: the outcome varies from run to run")
+        why = "no run completed yet" if b.hi is None else (f"{fmt(r, b.hi)} completed once, below a need proven "
+                                                           "by another run: the outcome varies from run to run")
         return _Plan("grow", p, f"{why}; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
     hi = hi_known
     hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"

@@ -1,0 +1,41 @@
+"""The table of ``docs/commands.md`` ("Proof on the runtime itself"), from ``tests/fixtures/realsim/``:
+``.venv/bin/python -m tests.analysis.realsim_table``.  Data only: what the tuning loop did on the runtime's
+simulator and the bisected needs; nothing here runs the runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ringtrace.model.runtime import COMPILE_DEFAULTS, CONFIG_KEYS, fmt_amount
+
+REALSIM = Path(__file__).parents[1] / "fixtures" / "realsim"
+
+
+def table() -> str:
+    loops = json.loads((REALSIM / "loops.json").read_text())
+    minima = json.loads((REALSIM / "minima.json").read_text())
+    rows = ["| program (scene test) | runs to final | final sizes (ring: size) | need (one-resource minimum) | "
+            "final / need | final run |", "|---|---|---|---|---|---|"]
+    for prog in sorted(loops):
+        loop = loops[prog]
+        final = {}
+        for res, key in CONFIG_KEYS.items():
+            value = loop["final"].get(key, 0)
+            for ring, v in enumerate(value if isinstance(value, list) else [value] * 4):
+                final[(ring, res)] = v or COMPILE_DEFAULTS[res]
+        needs = sorted((m for m in minima if m["program"] == prog), key=lambda m: (m["ring"], m["resource"]))
+        sizes, need_cells, ratios = [], [], []
+        for m in needs:
+            got = final[(m["ring"], m["resource"])]
+            sizes.append(f"{m['ring']}/{m['resource']}: {fmt_amount(m['resource'], got)}")
+            need_cells.append(fmt_amount(m["resource"], m["min_pass"]))
+            ratios.append(f"{got / m['min_pass']:.2f}")
+        case = loop["case"].split("::", 1)[-1] if "::" in loop["case"] else loop["case"]
+        rows.append(f"| `{prog}` ({case}) | {len(loop['runs'])} | {'; '.join(sizes)} | {'; '.join(need_cells)} | "
+                    f"{'; '.join(ratios)} | {'completed' if loop['final_completed'] else 'FAILED'} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())
