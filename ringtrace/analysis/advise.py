@@ -193,7 +193,10 @@ def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
     if cap is None and ring is not None and s.meta is not None:
         cap = s.meta.capacity(resource, ring)
     asked = log.requested_bytes if log is not None and resource == "heap" else None
-    backstop = log is not None and log.deadlock is not None and log.deadlock.backstop
+    d = log.deadlock if log is not None else None
+    # a wall-clock give-up proves little, unless the report shows a request that can never fit
+    backstop = d is not None and d.backstop and not (
+        (d.requested_bytes or 0) > (d.heap_size or math.inf) or (d.pool_needed or 0) > (d.pool_size or math.inf))
     return _Shortfall(resource, ring, cap, run.name, code, "failed" if log is not None and log.failed else "wedged",
                       asked or 0, backstop)
 
