@@ -47,14 +47,15 @@ def _add_host_log(p: argparse.ArgumentParser) -> None:
 
 
 HELP: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "summary": ("Per file: per-ring peaks (high water, live at exit, largest scope), peak sites, wedged scopes, "
-                "findings and advice.  A run folder's host.log is read too.",
+    "summary": ("Per file: its verdict, per-ring peaks (the need the records prove, high water, live at exit, "
+                "largest scope), peak sites, wedged scopes, findings and advice.  A run folder's host.log is read too.",
                 ("ringtrace summary build_output/", "ringtrace summary --format json outputs/ > runs.json"),
                 "0 read; 2 usage error or unreadable input"),
-    "check": ("CI gate over the same reading as summary.",
+    "check": ("CI gate over the same reading as summary: a run fails when its verdict is an error (wedged, failed, "
+              "cut short, a test that failed on numbers) or a limit given here is crossed.",
               ("ringtrace check build_output/ --max-ratio 0.9",
                "ringtrace check outputs/ --expect task_window=16,heap=(0,0,2G,0)"),
-              "0 every ring under the limit and nothing failed, wedged or fatal; 1 something failed the gate; "
+              "0 no verdict is an error and no limit is crossed; 1 something failed the gate; "
               "2 usage error or unreadable input"),
     "watch": ("Follow scope_stats files across build trees as they are written, and export each run.",
               ("ringtrace watch build_output/ --metrics-addr 0.0.0.0:9464 --state-dir /var/lib/ringtrace",
