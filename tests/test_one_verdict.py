@@ -1,10 +1,10 @@
 """One truth per run: every surface renders the run's one verdict (``RunFinished.verdict``) and decides none.
 
-For every fixture run (the runtime's samples, the real runs in ``tests/fixtures/realruns``, the tuning loops'
-runs in ``tests/fixtures/realsim``, the sizing runs, and a real file cut short): ``summary --format json``'s ``verdict``, the
-events file's line, ``watch``'s log line, the overview's cell, ``check``'s PASS/FAIL and reason, the report's
-page data, ``/metrics``' ``ringtrace_run_verdict`` and the Perfetto trace's verdict track say the same kind,
-severity and text.  (OTLP's root span is checked against a real receiver in ``tests/sinks/otlp``.)
+For every fixture run (the runtime's samples, the real runs in ``tests/fixtures/realruns``, the tuning loops' runs
+in ``tests/fixtures/realsim``, the sizing runs, and a real file cut short): ``summary --format json``'s
+``verdict``, the events file's line, ``watch``'s log line, the overview's cell, ``check``'s PASS/FAIL and reason,
+the report's page data, ``/metrics``' ``ringtrace_run_verdict`` and the Perfetto trace's verdict track say the same
+kind, severity and text. (OTLP's root span is checked against a real receiver in ``tests/sinks/otlp``.)
 """
 
 from __future__ import annotations

@@ -225,8 +225,22 @@ def _basis(s: RunSummary, p: Peak | None) -> Basis:
 class _Bound:
     """The evidence of one unit (a rank of a program) for one (ring, resource)."""
 
-    __slots__ = ("est", "est_src", "failed", "hi", "hi_src", "known", "lo_need", "lo_src", "lo_why", "proven",
-                 "request", "retry", "counts", "used")
+    __slots__ = (
+        "counts",
+        "est",
+        "est_src",
+        "failed",
+        "hi",
+        "hi_src",
+        "known",
+        "lo_need",
+        "lo_src",
+        "lo_why",
+        "proven",
+        "request",
+        "retry",
+        "used",
+    )
 
     def __init__(self) -> None:
         self.lo_need = 0  # proven: the need is at least this (before rounding to an accepted capacity)

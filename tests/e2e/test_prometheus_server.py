@@ -373,7 +373,7 @@ def test_expected_alerts_and_no_others(stack: Stack) -> None:
     assert not [a for a in alerts if a["labels"].get("run") in ("healthy", "garbled")]
     wedged = by_key["RingtraceRunVerdictError", "critical", "wedged", ""][0]
     assert (wedged["labels"]["kind"], wedged["labels"]["text"]) == (
-        "wedged", "wedged in nested_dummy_small_orch.cpp:75 (ring 3, line 6): FLOW_CONTROL_DEADLOCK")
+        "wedged", "wedged in nested_dummy_small_orch.cpp:75 (depth 4, ring 3, line 6): FLOW_CONTROL_DEADLOCK")
     assert wedged["annotations"]["runbook_url"].endswith("#alert-ringtracerunverdicterror")
     near = by_key["RingtraceRunVerdictWarning", "warning", "near", "0"][0]
     assert near["labels"]["kind"] == "near_capacity"

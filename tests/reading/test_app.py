@@ -83,11 +83,15 @@ def test_once_reads_everything_and_exits(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     got = events(ev)
-    assert len(got) == 8
+    assert len(got) == 10
     by_run = {e["labels"]["run"]: e for e in got if not e["labels"]["rank"]}
     wedged = by_run["NestedScopes_window4_flow_control_deadlock"]["wedged"]
     assert wedged[-1]["site"] == "nested_dummy_small_orch.cpp:75"
-    assert all(e["reason"] == "complete" for e in got)
+    # the two failed runs that left only a host log are runs too, read to their end
+    log_only = {r for r, e in by_run.items() if e["records"] == 0}
+    assert log_only == {"VectorExample_dep_pool4", "VectorExample_heap128k_abort"}
+    assert all(by_run[r]["reason"] == "eof" and by_run[r]["verdict"]["kind"] == "failed" for r in log_only)
+    assert all(e["reason"] == "complete" for e in got if e["labels"]["run"] not in log_only)
 
 
 def test_poll_mode_follows_a_file(tmp_path: Path, writer: Writer, agents: list[Proc]) -> None:

@@ -117,11 +117,15 @@ def test_watch_writes_one_report_per_finished_run(chromium: Browser, tmp_path: P
     assert proc.returncode == 0, proc.stderr
     pages = sorted(out.glob("*.html"))
     files = summary_json(SAMPLES / "failed")
-    with_records = [f for f in files if f["path"]]
-    assert len(pages) == len(with_records) and not list(out.glob(".*.tmp"))
+    # every run summary lists has a page, the two that left only a host log too
+    assert len(pages) == len(files) == 4 and not list(out.glob(".*.tmp"))
     o = chromium.open(pages[0])
     assert o.clean(), (o.errors, o.requests)
     assert o.page.locator("section.source").count() == 1
+    log_only = next(p for p in pages if p.name.startswith("VectorExample_dep_pool4-"))
+    o = chromium.open(log_only)
+    assert o.clean(), (o.errors, o.requests)
+    assert "DEP_POOL_OVERFLOW" in o.page.locator("body").inner_text()
 
 
 def test_a_path_that_looks_like_markup_stays_data(chromium: Browser, tmp_path: Path) -> None:

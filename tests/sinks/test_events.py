@@ -110,7 +110,8 @@ def test_watch_on_a_full_disk_writes_whole_lines_and_reports_the_lost_ones(tmp_p
         assert r.returncode == 0 and "Traceback" not in r.stderr
         lines = _lines(events)
         lost = r.stderr.count("sink events failed in receive: ")
-        assert lost >= 1 and len(lines) - 1 + lost == 4
+        # six runs: the two L3 ranks, the two failed runs' files and the two failed runs that left only a host log
+        assert lost >= 1 and len(lines) - 1 + lost == 6
         assert f"sink events failed {lost} time(s)" in r.stderr and "No space left on device" in r.stderr
 
 

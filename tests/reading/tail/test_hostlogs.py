@@ -36,11 +36,15 @@ def test_once_reads_the_host_log_beside_the_run(tmp_path: Path) -> None:
     assert got["host_log"]["path"].endswith("HeapRingDeadlock/host.log")
     wedged = next(f for f in got["findings"] if f["rule"] == "wedged")
     assert wedged["confirmed"] is True
-    # without the flag the same run has no host log
+    # without the flag the run folder's host.log is read as summary reads it; a glob elsewhere finds none
     ev2 = tmp_path / "ev2.jsonl"
     subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tree), "--once", "--events", str(ev2)],
                    check=True, capture_output=True, timeout=60)
-    assert events(ev2)[0]["host_log"] is None
+    assert events(ev2)[0]["host_log"]["orch_error_code"] == 2
+    ev3 = tmp_path / "ev3.jsonl"
+    subprocess.run([sys.executable, "-m", "ringtrace", "watch", str(tree), "--once", "--events", str(ev3),
+                    "--host-log-glob", "logs/*.log"], check=True, capture_output=True, timeout=60)
+    assert events(ev3)[0]["host_log"] is None
 
 
 def test_the_service_shows_the_failure_on_metrics(tmp_path: Path, agents: list[Agent]) -> None:
