@@ -43,7 +43,7 @@ from ringtrace.cli import HELP, build_parser  # noqa: E402
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source  # noqa: E402
 from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES  # noqa: E402
 from ringtrace.reading.app import reader_families, watch_families  # noqa: E402
-from ringtrace.sinks import FanOut  # noqa: E402
+from ringtrace.sinks import FanOut, Sink  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
 from ringtrace.sinks.prometheus import RUN_LABELS, PrometheusSink  # noqa: E402
 from ringtrace.sources.paths import find_sources  # noqa: E402
@@ -68,7 +68,7 @@ class _Families:
         yield from self.families
 
 
-class _Named:
+class _Named(Sink):
     """A do-nothing sink: the outlets' families are per sink name."""
 
     name = "perfetto-dir"

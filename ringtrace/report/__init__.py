@@ -31,6 +31,7 @@ from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, RunStart
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, source_data
+from ringtrace.sinks.base import Sink
 
 WIDTH = 600
 """Columns per series kept while reading (about one per pixel of a chart)."""
@@ -41,7 +42,7 @@ MIN_WIDTH = 48
 _SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 
-class ReportCollector:
+class ReportCollector(Sink):
     """A sink that keeps each source's bounded picture for :func:`render`; O(sources x width) memory."""
 
     name = "report"
@@ -154,7 +155,7 @@ def report_paths(fins: Sequence[RunFinished]) -> str:
     return f"{len(fins)} sources"
 
 
-class ReportDirSink:
+class ReportDirSink(Sink):
     """``watch --report-dir DIR``: one report per finished run, as the runtime's scene tests write theirs.
 
     Keeps each open run's bounded picture (:class:`ReportCollector`); at its ``RunFinished`` the page is

@@ -57,6 +57,7 @@ from typing import IO
 import msgspec
 
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.sinks.base import Sink
 from ringtrace.sinks.summary import file_object
 
 KEYS_KEPT = 200_000
@@ -390,7 +391,7 @@ class KeyIndex:
             self.fd = -1
 
 
-class EventsSink:
+class EventsSink(Sink):
     """Writes to ``stream`` (owned by the caller unless ``owns`` is set) through its file descriptor.
 
     ``stream`` must have a ``fileno()``; nothing is buffered in the sink or in ``stream``.  A sink made by

@@ -46,6 +46,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 from ringtrace.sinks import ringtrace_version
+from ringtrace.sinks.base import Sink
 
 from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve
 from ._export import OtlpProtocol as Protocol
@@ -81,7 +82,7 @@ class _Job:
     failed: bool = False  # some of its spans failed
 
 
-class OtlpSink:
+class OtlpSink(Sink):
     """See the module docstring.  Counters are plain ints, read them at any time (``stats()``).
 
     ``transport`` replaces the network (tests); ``sleep``/``clock``/``uniform`` drive the retry

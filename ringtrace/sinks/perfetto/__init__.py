@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Literal
 
 from ringtrace.model.records import RunFinished, SinkEvent, Source
+from ringtrace.sinks.base import Sink
 
 from ._file import TraceFile
 from ._json import JsonTrace
@@ -86,7 +87,7 @@ class _Output:
         self.tf.abort()
 
 
-class PerfettoSink:
+class PerfettoSink(Sink):
     """Every source it receives, in one trace at ``path`` (``convert``).
 
     Streams into ``path.with_suffix(path.suffix + ".tmp")`` and renames it to ``path`` in
@@ -167,7 +168,7 @@ def trace_file_name(source: Source, fmt: Format = "proto") -> str:
     return name[-190:] + "-" + source_hash(source) + (".pftrace" if fmt == "proto" else ".json")
 
 
-class PerfettoDirSink:
+class PerfettoDirSink(Sink):
     """One trace per finished run in ``directory`` (``watch --perfetto-dir``).
 
     Each run streams into its own temp file (``<name>.tmp``, opened only while a batch is

@@ -48,6 +48,7 @@ from ringtrace.model.records import (
 )
 from ringtrace.model.runtime import usable
 from ringtrace.sinks import ringtrace_version
+from ringtrace.sinks.base import Sink
 
 RUN_LABELS = ("run", "rank", "dispatch")
 _UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
@@ -176,7 +177,7 @@ def _key(source: Source) -> str:
     return source.path or f"\0{source.name}"
 
 
-class PrometheusSink:
+class PrometheusSink(Sink):
     """A sink keeping live per-run state, exposed on its own :attr:`registry` at scrape time.
 
     ``sink_errors`` returns failures per sink (``FanOut.errors``), ``reader`` the reader's gauges
