@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from ringtrace.model.records import RunFinished, SinkEvent, Source, Wants
+from ringtrace.model.records import RunFinished, RunProgress, SinkEvent, Source, Wants
 from ringtrace.sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -79,8 +79,9 @@ STUCK_SECONDS_AT_SHUTDOWN = 1.0
 FINISHED_KEPT = 1000
 """RunFinished events a stuck sink keeps queued (beyond them they are dropped too): about 10 MB."""
 FLUSH_MARGIN = 0.5
-ONESHOT_WINDOW = 4
-"""Batches (one per chunk read, 1 MiB of input) a one-shot reader may have unsettled on the outlets."""
+ONESHOT_WINDOW = 100_000
+"""What a one-shot reader may have unsettled on the outlets, in items (an event, and each record and pair
+event a RunProgress carries): about six chunks of 1 MiB of input; a larger batch goes alone."""
 ONESHOT_CLOSE_SECONDS = 60.0
 """How long a one-shot command waits for a sink's ``close`` (each sink bounds its own) before abandoning it."""
 """At shutdown a sink's ``flush`` must end this long before the deadline, to close and say what it lost."""
@@ -319,6 +320,28 @@ class _Outlet:
                 return
 
 
+class _Window:
+    """One-shot back-pressure: :meth:`acquire` waits while the unsettled items and ``n`` would pass the limit
+    (a batch larger than the limit goes when nothing is unsettled); :meth:`release` is the ``settled`` callback
+    (its token: the batch's size)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.cond = threading.Condition()
+
+    def acquire(self, n: int) -> None:
+        with self.cond:
+            while self.held and self.held + n > self.limit:
+                self.cond.wait()
+            self.held += n
+
+    def release(self, token: object) -> None:
+        with self.cond:
+            self.held -= token if isinstance(token, int) else 0
+            self.cond.notify_all()
+
+
 class FanOut:
     """Delivers to many sinks; counts and logs each sink's failures (``errors[name]``).
 
@@ -342,7 +365,7 @@ class FanOut:
         self._outlets: list[_Outlet] | None = None
         self._settled: Callable[[object], None] = lambda token: None
         self._taken: Callable[[RunFinished], None] = lambda fin: None
-        self._window: threading.Semaphore | None = None  # one-shot outlets: batches the reader may have unsettled
+        self._window: _Window | None = None  # one-shot outlets: what the reader may have unsettled
 
     def add(self, sink: Sink) -> None:
         """Add a sink before the first event (used while wiring the app)."""
@@ -389,8 +412,8 @@ class FanOut:
     def start_oneshot(self, window: int = ONESHOT_WINDOW) -> None:
         """One-shot outlets (see the module docstring): ``receive_all`` submits each batch and waits while
         ``window`` of them are unsettled; ``flush`` and ``close`` wait for every outlet; nothing is shed."""
-        sem = self._window = threading.Semaphore(window)
-        self.start(settled=lambda token: sem.release(), stuck_after=math.inf)
+        win = self._window = _Window(window)
+        self.start(settled=win.release, stuck_after=math.inf)
 
     def receive(self, event: SinkEvent) -> None:
         self._direct()
@@ -401,8 +424,9 @@ class FanOut:
         if self._window is not None:  # one-shot outlets: a batch, once fewer than the window are unsettled
             batch = list(events)
             if batch:
-                self._window.acquire()
-                self.submit(batch)
+                size = sum(1 + len(ev.records) + len(ev.events) if type(ev) is RunProgress else 1 for ev in batch)
+                self._window.acquire(size)
+                self.submit(batch, size)
             return
         for event in events:
             self.receive(event)
@@ -542,7 +566,8 @@ class FanOut:
     def hurry(self) -> None:
         """Shutdown began: a sink that takes nothing for STUCK_SECONDS_AT_SHUTDOWN is stuck (so the last
         slice and the ``shutdown`` finishes are not held back by it), one that still moves is not."""
-        self.stuck_after = min(self.stuck_after, STUCK_SECONDS_AT_SHUTDOWN)
+        if self._window is None:  # one-shot outlets shed nothing: the command may wait for its sinks
+            self.stuck_after = min(self.stuck_after, STUCK_SECONDS_AT_SHUTDOWN)
         self.hurried = True
 
     def queued(self) -> dict[str, int]:

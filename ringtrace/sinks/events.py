@@ -45,20 +45,25 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import msgspec
 
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.base import Sink
 from ringtrace.sinks.summary import file_object
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 KEYS_KEPT = 200_000
 """Run keys remembered (the newest; two per run: 100,000 runs): a restart without its state over more
@@ -389,6 +394,28 @@ class KeyIndex:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class StdoutStream(io.FileIO):
+    """``--events -``: standard output through a duplicate of fd 1, unbuffered and without a lock.
+
+    A write blocked on a pipe nobody reads then holds no lock that the interpreter's exit needs
+    (``sys.stdout.buffer``'s would abort the exit of a process that abandoned its events sink);
+    :meth:`write` completes a short write, so a line is written whole or the write raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(os.dup(sys.stdout.fileno()), "w", closefd=True)
+
+    def write(self, data: Buffer, /) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = super().write(view[done:])
+            if n is None:  # a non-blocking descriptor that is full
+                raise BlockingIOError(11, "standard output would block")
+            done += n
+        return done
 
 
 class EventsSink(Sink):
