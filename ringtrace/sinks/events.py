@@ -51,7 +51,6 @@ import logging
 import os
 import stat
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING
@@ -61,6 +60,7 @@ import msgspec
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.base import Sink
 from ringtrace.sinks.summary import file_object
+from ringtrace.sources.files import write_atomic_fd
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -365,22 +365,11 @@ class KeyIndex:
         ``end`` drops them all at open; those whose lines are still there are found again by the scan.)"""
         if self.path is None or self._pending:
             return False
-        directory = os.path.dirname(self.path) or "."
         data = b"".join(b"%016x %d\n" % (h, end if here else 0) for h, here in self.hashes.items())
         self._compact_at = self.lines + self.kept // 2  # if this fails, try again only that much later
         try:
-            tfd, tmp = tempfile.mkstemp(dir=directory, prefix=".keys-")
+            tfd = write_atomic_fd(self.path, data, mode=0o644)
         except OSError as err:
-            log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
-            return False
-        try:
-            append_whole(tfd, data)
-            os.fchmod(tfd, 0o644)
-            os.replace(tmp, self.path)
-        except OSError as err:
-            os.close(tfd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
             return False
         os.close(self.fd)
