@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ringtrace.config import Config, literal_choices
 
@@ -52,8 +51,7 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """One flag of a sink on some of its commands.  ``dest``: the Config field it sets (``convert``'s
     ``-o`` sets ``output``, the command's own argument).  ``help`` may name ``{default}``: the field's
     default in Config.  ``choices``: the field's Literal values."""
@@ -87,8 +85,7 @@ class Flag:
         p.add_argument(*self.options, **kw)
 
 
-@dataclass
-class Context:
+class Context(NamedTuple):
     """What a sink's build may use besides the Config: the command, ``convert``'s ``-o``, and the live
     agent's figures (late-bound: the fan-out and the app are made after the sinks)."""
 
@@ -98,8 +95,11 @@ class Context:
     reader: Callable[[], Mapping[str, int]] = dict
 
 
-@dataclass(frozen=True)
-class SinkSpec:
+def _nothing(cfg: Config, ctx: Context) -> str:
+    return ""
+
+
+class SinkSpec(NamedTuple):
     """One output, declared once (see the module docstring)."""
 
     name: str
@@ -108,9 +108,9 @@ class SinkSpec:
     build: Callable[[Config, Context], Sink]
     """Raises OSError (an output that cannot be written) or ValueError (an unusable setting)."""
     flags: tuple[Flag, ...] = ()
-    note: Callable[[Config, Context], str] = lambda cfg, ctx: ""
+    note: Callable[[Config, Context], str] = _nothing
     """The line a person reads at start (where the output goes); "" for none."""
-    where: Callable[[Config, Context], str] = lambda cfg, ctx: ""
+    where: Callable[[Config, Context], str] = _nothing
     """What a setup error names (the file, the endpoint)."""
     metrics: Callable[[Sink], object] | None = None
     """A Prometheus collector of the sink's own figures, registered when metrics are served."""
@@ -297,15 +297,15 @@ def build_sinks(cfg: Config, ctx: Context) -> list[tuple[SinkSpec, Sink]]:
     return built
 
 
-@dataclass
 class SinkFlags:
     """Adds a command's sink flags to its parser, in the places the parser gives: :meth:`add` the flags
     of the named sinks (the flags that turn an output on first, then their settings), :meth:`rest` those
     of every other sink of the command (a new sink's flags need no change in the parser)."""
 
-    parser: argparse.ArgumentParser
-    command: str
-    done: set[str] = field(default_factory=set)
+    def __init__(self, parser: argparse.ArgumentParser, command: str) -> None:
+        self.parser = parser
+        self.command = command
+        self.done: set[str] = set()
 
     def add(self, *names: str) -> None:
         specs = [BY_NAME[n] for n in names]

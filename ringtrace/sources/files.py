@@ -13,9 +13,7 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +34,8 @@ def write_atomic(target: Path | str, data: bytes, mode: int | None = None) -> No
 def write_atomic_fd(target: Path | str, data: bytes, mode: int | None = None) -> int:
     """:func:`write_atomic`, keeping the new file open: its descriptor, at its end (the events file's key
     index goes on appending to the file it compacted)."""
+    import tempfile  # only where files are written: summary and check import none of it
+
     target = Path(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -69,6 +69,8 @@ def _default_mode() -> int:
 
 def path_hash(path: str) -> str:
     """8 hex digits of ``path`` (blake2s): unique enough per source file within one output directory."""
+    import hashlib  # only where output files are named
+
     return hashlib.blake2s(os.fsencode(path), digest_size=4).hexdigest()
 
 
