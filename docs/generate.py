@@ -12,6 +12,9 @@ rest of each page is prose.  The blocks and their sources:
 * ``settings`` (reference.md): every :class:`ringtrace.config.Config` field with its variable,
   default, the commands that take its flag, and the flag's help.
 * ``error-codes`` (reference.md): :data:`ringtrace.model.runtime.ERROR_CODES`.
+* ``sinks`` (reference.md): every output of :data:`ringtrace.reading.registry.SINKS`: its commands,
+  flags and what it writes.
+* ``resources`` (reference.md): every row of :data:`ringtrace.model.runtime.TABLE`.
 * ``options-COMMAND`` (commands.md): each command's flags, from its ``--help``.
 
 Flags are read from each command's ``--help`` output and the setting a flag sets is found by
@@ -41,9 +44,10 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from ringtrace import config  # noqa: E402
 from ringtrace.cli import HELP, build_parser  # noqa: E402
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source  # noqa: E402
-from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES  # noqa: E402
+from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES, TABLE, fmt_amount  # noqa: E402
 from ringtrace.reading.app import reader_families, watch_families  # noqa: E402
-from ringtrace.sinks import FanOut  # noqa: E402
+from ringtrace.reading.registry import SINKS  # noqa: E402
+from ringtrace.sinks import FanOut, Sink  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
 from ringtrace.sinks.prometheus import RUN_LABELS, PrometheusSink  # noqa: E402
 from ringtrace.sources.paths import find_sources  # noqa: E402
@@ -51,7 +55,7 @@ from ringtrace.stages.findings import RULES  # noqa: E402
 from ringtrace.stages.run import Run  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
-PAGES = {"reference.md": ("findings", "metrics", "settings", "error-codes"),
+PAGES = {"reference.md": ("findings", "metrics", "settings", "sinks", "resources", "error-codes"),
          "commands.md": (*(f"options-{c}" for c in HELP), "options-shared")}
 
 
@@ -68,7 +72,7 @@ class _Families:
         yield from self.families
 
 
-class _Named:
+class _Named(Sink):
     """A do-nothing sink: the outlets' families are per sink name."""
 
     name = "perfetto-dir"
@@ -272,6 +276,33 @@ def error_codes_table() -> str:
     return "\n".join(rows)
 
 
+# -- sinks and resources --------------------------------------------------------------------------
+
+
+def sinks_table() -> str:
+    rows = ["| output | commands | flags | setting(s) | writes |", "|---|---|---|---|---|"]
+    for spec in SINKS:
+        on: dict[str, list[str]] = {}
+        for f in spec.flags:
+            on.setdefault(f.options[-1], []).extend(c for c in f.commands if c not in on.get(f.options[-1], []))
+        flags = [f"`{o}`" + (f" ({', '.join(cs)})" if set(cs) != set(spec.commands) else "") for o, cs in on.items()]
+        fields = list(dict.fromkeys(f"`{f.dest}`" for f in spec.flags if f.dest in config.FIELDS))
+        rows.append(f"| `{spec.name}` | {', '.join(spec.commands)} | {', '.join(flags) or '-'} | "
+                    f"{', '.join(fields) or '-'} | {_cell(spec.doc)} |")
+    return "\n".join(rows)
+
+
+def resources_table() -> str:
+    rows = ["| resource | counts | floor | granule | compile default | RunConfig field | metric suffix | since |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in TABLE:
+        granule = "a power of two" if r.power_of_two else fmt_amount(r.name, r.granule)
+        rows.append(f"| `{r.name}` | {r.unit}{' (a ring of N holds N - 1)' if r.holds_one_less else ''} | "
+                    f"{fmt_amount(r.name, r.floor)} | {granule} | {fmt_amount(r.name, r.compile_default)} | "
+                    f"`{r.config_key}` | {f'`{r.metric_suffix}`' if r.metric_suffix else '-'} | v{r.since_version} |")
+    return "\n".join(rows)
+
+
 # -- findings -------------------------------------------------------------------------------------
 
 
@@ -295,6 +326,10 @@ def block(name: str) -> str:
         return error_codes_table()
     if name == "findings":
         return findings_table()
+    if name == "sinks":
+        return sinks_table()
+    if name == "resources":
+        return resources_table()
     return options_table(name.removeprefix("options-"))
 
 

@@ -83,7 +83,7 @@ def test_shares_of_capacity_outside_0_1_are_refused_with_the_range(flag: str, va
 
 def test_the_otel_environment_is_read_by_the_config_alone() -> None:
     from ringtrace.config import build
-    from ringtrace.reading.service import otlp_wanted
+    from ringtrace.reading.registry import otlp_wanted
 
     cfg = build({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "HOME": "/root"})
     assert cfg.otel_env == (("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),) and otlp_wanted(cfg)

@@ -41,6 +41,8 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], err: Console,
     errors = list(plan.errors)
     summary = SummarySink()
     fanout = FanOut([summary, *sinks])
+    if any(s.blocks for s in sinks):  # a network sink: every sink on an outlet, so sending overlaps reading
+        fanout.start_oneshot()
     total = sum(f.stat().st_size for f in files if f.exists())
     if err.is_terminal and total > 8 << 20:
         from rich.progress import Progress

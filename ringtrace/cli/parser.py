@@ -11,6 +11,7 @@ from typing import Any
 
 from ringtrace import config as config_mod
 from ringtrace.model.runtime import RESOURCES
+from ringtrace.reading.registry import SinkFlags
 
 
 class _Version(argparse.Action):
@@ -28,9 +29,6 @@ class _Version(argparse.Action):
 
         sys.stdout.write(f"ringtrace {ringtrace_version()}\n")  # where argparse's own version action writes
         parser.exit()
-
-
-DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 
 
 def _add_paths(p: argparse.ArgumentParser) -> None:
@@ -145,31 +143,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rescan-interval", type=float, help="seconds between safety-net rescans (default 10)")
     p.add_argument("--idle-timeout", type=float, help="finish a run unchanged for this long (default 30)")
     p.add_argument("--state-dir", help="remember finished runs across restarts")
-    p.add_argument("--events", metavar="FILE|-", help="write one JSON line per finished run")
+    sinks = SinkFlags(p, "watch")  # the outputs' flags: ringtrace.reading.registry
+    sinks.add("events")
     p.add_argument("--host-log-glob", metavar="PATTERN",
                    help="the runtime's host log, relative to each run's directory (e.g. 'logs/*.log'), read at its "
                         "finish (default: a run folder's host.log and recognised *.log, as summary finds them)")
-    p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, metavar="HOST:PORT",
-                   help=f"serve Prometheus metrics (flag alone: {DEFAULT_METRICS_ADDR}; 0.0.0.0:9464 to be scraped)")
-    p.add_argument("--web-config", metavar="FILE", help="TLS / basic auth for /metrics (exporter-toolkit format)")
-    p.add_argument("--series-ttl", type=float, help="seconds a finished run's series stay (default 900)")
+    sinks.add("prometheus")
     p.add_argument("--sink-stuck-timeout", type=float,
                    help="seconds an output may hold events without taking any before it is called stuck and "
                         "sheds them; /readyz says 503 meanwhile (default 5)")
-    p.add_argument("--perfetto-dir", metavar="DIR", help="write one Perfetto trace per finished run here")
-    p.add_argument("--report-dir", metavar="DIR", help="write one offline HTML report per finished run here")
-    p.add_argument("--perfetto-format", choices=config_mod.literal_choices("perfetto_format"),
-                   help="proto (default) or chrome-json")
-    _add_otlp(p)
+    sinks.add("perfetto-dir", "report-dir")
+    sinks.rest()
 
     shared_options(p)
     p = command(sub, "convert", "scope timelines as a Perfetto trace and/or OTLP spans")
     p.add_argument("paths", nargs="+", metavar="PATH", help="scope_stats files or directories (all into one trace)")
     _add_host_log(p)
-    p.add_argument("-o", "--output", metavar="FILE", help="the Perfetto trace to write (e.g. run.pftrace)")
-    p.add_argument("--format", dest="perfetto_format", choices=config_mod.literal_choices("perfetto_format"),
-                   help="proto (native TrackEvent, default) or chrome-json (small traces)")
-    _add_otlp(p)
+    sinks = SinkFlags(p, "convert")  # -o (Perfetto), --format, --otlp-*: ringtrace.reading.registry
+    sinks.add("perfetto")
+    sinks.rest()
 
     shared_options(p)
     p = command(sub, "report", "one self-contained HTML page of runs (opens offline): verdict and advice first")
@@ -183,22 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", default="", help="where to write the build tree (default: a new temporary folder)")
     p.add_argument("--pace", type=float, default=0.15, help="seconds between the simulated writer's steps")
     p.add_argument("--serve", action="store_true", help="keep serving metrics after the demo, until Ctrl-C")
-    p.add_argument("--metrics-addr", nargs="?", const=DEFAULT_METRICS_ADDR, default=DEFAULT_METRICS_ADDR,
-                   metavar="HOST:PORT", help=f"serve Prometheus metrics (default {DEFAULT_METRICS_ADDR})")
+    sinks = SinkFlags(p, "demo")
+    sinks.add("prometheus")
     p.add_argument("--idle-timeout", type=float, default=5.0, help="finish a run unchanged for this long")
-    p.add_argument("--perfetto-dir", metavar="DIR", help="one Perfetto trace per run (default: DIR/traces)")
-    _add_otlp(p)
+    sinks.rest()
     shared_options(p)
     add_parsers(sub, command, shared_options)
     return parser
-
-
-def _add_otlp(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--otlp-endpoint", metavar="URL",
-                   help="send scopes as OpenTelemetry spans (OTEL_EXPORTER_OTLP_* variables are honoured)")
-    p.add_argument("--otlp-protocol", choices=config_mod.literal_choices("otlp_protocol"), help="default grpc")
-    p.add_argument("--otlp-tick", type=float, help="seconds per record on the span time axis (default 1e-6)")
-    p.add_argument("--otlp-max-spans", type=int, help="spans kept per run (default 10000)")
 
 
 def add_parsers(sub: Any, command: Any, shared: Any) -> None:

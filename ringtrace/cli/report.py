@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.config import Config
+from ringtrace.sources.files import write_atomic
 
 
 def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
@@ -23,10 +23,8 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
         return EXIT_INPUT
     page = render(collector, cfg.headroom, f"ringtrace report: {report_paths(summary.finished)}")
     target = Path(args.output)
-    tmp = target.with_name(f".{target.name}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomic(target, page.encode("utf-8"))
     except OSError as e:
         _err(err, f"{args.output}: cannot write: {e.strerror or e}")
         return EXIT_INPUT

@@ -56,14 +56,15 @@ async def _drive(service: Service, root: Path, pace: float, summary: SummarySink
 
 async def _main(cfg: Config, root: Path, build: Path, pace: float, summary: SummarySink, serve: bool,
                 out: Console) -> int:
-    service = assemble(cfg, [str(build)], extra=[summary])
+    service = assemble(cfg, [str(build)], extra=[summary], command="demo")
     try:
         await service.start()
     except OSError:
         if cfg.metrics_addr.endswith(":0"):
             raise
         host = cfg.metrics_addr.rsplit(":", 1)[0]  # the default port is taken: any free port will do
-        service = assemble(msgspec.structs.replace(cfg, metrics_addr=f"{host}:0"), [str(build)], extra=[summary])
+        service = assemble(msgspec.structs.replace(cfg, metrics_addr=f"{host}:0"), [str(build)], extra=[summary],
+                           command="demo")
         await service.start()
     out.print(f"[bold]ringtrace demo[/]: a simulated runtime writes into {root}")
     for note in service.notes:

@@ -61,8 +61,8 @@ from typing import Literal
 
 import msgspec
 
-RINGS = 4
-DEP_POOL_BATCH = 64  # the runtime's PTO2_DEP_POOL_CLEANUP_INTERVAL (ringtrace.model.runtime.DEP_POOL_BATCH)
+from ringtrace.model.runtime import DEP_POOL_BATCH, MIN_ACCEPTED, RINGS, accept
+
 MIB = 1 << 20
 ROOT_SITE = "(unknown):0"
 Version = Literal[4, 5, 6]
@@ -112,12 +112,12 @@ def accepted(scn: Scenario) -> list[str]:
     out: list[str] = []
     for ring in range(RINGS):
         tw, heap, dep = scn.task_window_max[ring], scn.heap_max[ring], scn.dep_pool_max[ring]
-        if tw < 4 or tw & (tw - 1):
-            out.append(f"ring {ring}: task window {tw} is not a power of two >= 4")
-        if heap < 1024 or heap % 1024:
+        if accept("task_window", tw) != tw:
+            out.append(f"ring {ring}: task window {tw} is not a power of two >= {MIN_ACCEPTED['task_window']}")
+        if accept("heap", heap) != heap:
             out.append(f"ring {ring}: heap {heap} is not a multiple of 1 KiB")
-        if dep < 4:
-            out.append(f"ring {ring}: dep pool {dep} is under 4")
+        if accept("dep_pool", dep) != dep:
+            out.append(f"ring {ring}: dep pool {dep} is under {MIN_ACCEPTED['dep_pool']}")
     return out
 
 

@@ -38,22 +38,23 @@ from __future__ import annotations
 
 import glob
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
+import zstandard
 
 from ringtrace.hostlog.match import LogMatch, match_logs, run_root
 from ringtrace.hostlog.parse import is_log_only, log_only_run
 from ringtrace.hostlog.read import MAX_LOG_BYTES, read_log
 from ringtrace.model.records import RESOURCES, HostLog, Meta, RunFinished, SinkEvent, utf8
+from ringtrace.model.runtime import COMPILE_DEFAULTS, RINGS
+from ringtrace.sources.files import open_input
 from ringtrace.sources.paths import DIR_NAME, HOST_LOG_NAME, LOG_SUFFIX, Inputs
 from ringtrace.stages.decode import Decoder
 from ringtrace.stages.diagnose import Thresholds, fmt_amount
 
-COMPILE_DEFAULTS = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
-"""The a2a3 compile defaults a ``0`` in ``--expect`` stands for (the guide's §1 table)."""
-RINGS = 4
 MAX_META_LINE = 1 << 20
 """A metadata line is a few hundred bytes; a longer first line is not read for the capacity check."""
 
@@ -142,13 +143,18 @@ def run_folder_logs(file: Path) -> list[Path]:
 
 def read_meta(path: Path) -> Meta | None:
     """The metadata line of a scope_stats file, or None when it cannot be read (the read says why)."""
+    first = b""
     try:
-        with path.open("rb") as fh:
-            first = fh.readline(MAX_META_LINE)
-    except OSError:
+        with open_input(path) as fh:  # the one opener: a gzip or zstd file's line too
+            while b"\n" not in first and len(first) < MAX_META_LINE:
+                chunk = fh.read(min(64 << 10, MAX_META_LINE - len(first)))
+                if not chunk:
+                    break
+                first += chunk
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError):
         return None
     dec = Decoder()
-    dec.feed(first if first.endswith(b"\n") else first + b"\n")
+    dec.feed(first.split(b"\n", 1)[0] + b"\n")
     return dec.meta
 
 

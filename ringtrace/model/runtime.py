@@ -13,16 +13,50 @@ from typing import NamedTuple
 RINGS = 4
 """Ring sets per run (``CHIP_MAX_RING_DEPTH``); scope depth d uses ring ``min(d, 3)``."""
 
-RESOURCES: tuple[str, ...] = ("task_window", "heap", "dep_pool")
-"""The per-ring resources, in report order."""
+KIB = 1024
 
-COMPILE_DEFAULTS: dict[str, int] = {"task_window": 16384, "heap": 256 << 20, "dep_pool": 16384}
+
+class Resource(NamedTuple):
+    """One per-ring resource of the runtime: every fact about it that ringtrace uses, in one row of
+    :data:`TABLE` (the old per-fact dicts below are derived from it)."""
+
+    name: str  # as records, metrics, flags and JSON name it: task_window, heap, dep_pool
+    unit: str  # what it counts, for people: "tasks", "bytes", "entries"
+    things: str  # what the metrics' help calls its units: "task-window slots", ...
+    metric_suffix: str  # the Prometheus unit suffix of its figures ("_bytes" for the heap)
+    compile_default: int  # the a2a3 compile default per ring: what 0 in a RunConfig field stands for
+    floor: int  # the smallest capacity the runtime accepts at set-up (format doc, "Sizing facts")
+    granule: int  # accepted capacities are multiples of it (the heap: whole KiB; the window: a power of two)
+    config_key: str  # its RunConfig field
+    bytes: bool = False  # counted in bytes (KiB/MiB/GiB for people, the Perfetto byte unit)
+    power_of_two: bool = False  # accepted sizes are powers of two (the task window)
+    holds_one_less: bool = False  # a ring of N holds N - 1 at once (the task window's full/empty slot)
+    since_version: int = 4  # the first scope_stats version whose records carry it (the dep pool: 5)
+
+
+TABLE: tuple[Resource, ...] = (
+    Resource("task_window", "tasks", "task-window slots", "", 16384, 4, 1, "ring_task_window",
+             power_of_two=True, holds_one_less=True),
+    Resource("heap", "bytes", "heap bytes", "_bytes", 256 << 20, KIB, KIB, "ring_heap", bytes=True),
+    Resource("dep_pool", "entries", "dep-pool entries", "", 16384, 4, 1, "ring_dep_pool", since_version=5),
+)
+"""The per-ring resources, in report order: one row each (adding a fourth is one row here, one field pair
+in :class:`~ringtrace.model.records.Record` and :class:`~ringtrace.model.records.Meta`)."""
+
+BY_NAME: dict[str, Resource] = {r.name: r for r in TABLE}
+
+RESOURCES: tuple[str, ...] = tuple(r.name for r in TABLE)
+"""The per-ring resources' names, in report order."""
+
+COMPILE_DEFAULTS: dict[str, int] = {r.name: r.compile_default for r in TABLE}
 """The a2a3 compile defaults per ring: what ``0`` in a RunConfig field (or ``--expect``) stands for."""
 
-CONFIG_KEYS: dict[str, str] = {"task_window": "ring_task_window", "heap": "ring_heap", "dep_pool": "ring_dep_pool"}
+CONFIG_KEYS: dict[str, str] = {r.name: r.config_key for r in TABLE}
 """The RunConfig field of each resource."""
 
-KIB = 1024
+SINCE_VERSION: dict[str, int] = {r.name: r.since_version for r in TABLE}
+"""The first scope_stats version whose records carry each resource."""
+
 
 DEP_POOL_BATCH = 64
 """The runtime reclaims a ring's dep pool only once this many of the ring's tasks have retired since
@@ -101,38 +135,43 @@ def sizing_resource(code: int | None) -> str | None:
 
 # -- what the runtime accepts at set-up (format doc, "Sizing facts") ---------------------------------
 
-MIN_ACCEPTED: dict[str, int] = {"task_window": 4, "heap": KIB, "dep_pool": 4}
+MIN_ACCEPTED: dict[str, int] = {r.name: r.floor for r in TABLE}
+"""The runtime's floor per resource (a task window >= 4, a heap >= 1 KiB, a dep pool >= 4)."""
 
 
 def accept(resource: str, n: float) -> int:
     """The smallest capacity the runtime accepts that is >= ``n``: a task window is a power of two >= 4,
     a dep pool >= 4, a heap >= 1 KiB (rounded up to whole KiB: every minimum seen was a multiple)."""
-    if resource == "task_window":
-        return 1 << max(2, math.ceil(math.log2(max(n, 1))))
-    if resource == "heap":
-        return max(KIB, math.ceil(n / KIB) * KIB)
-    return max(MIN_ACCEPTED.get(resource, 1), math.ceil(n))
+    r = BY_NAME.get(resource)
+    if r is None:
+        return max(1, math.ceil(n))
+    if r.power_of_two:
+        return max(r.floor, 1 << max(0, math.ceil(math.log2(max(n, 1)))))
+    return max(r.floor, math.ceil(n / r.granule) * r.granule)
 
 
 def accept_below(resource: str, n: int) -> int | None:
     """The largest accepted capacity < ``n`` (None: nothing smaller is accepted)."""
-    if resource == "task_window":
+    r = BY_NAME.get(resource)
+    floor = r.floor if r is not None else 1
+    if r is not None and r.power_of_two:
         below = 1 << max(0, (n - 1).bit_length() - 1)
-        return below if below >= 4 and below < n else None
-    if resource == "heap":
-        below = (n - 1) // KIB * KIB
-        return below if below >= KIB else None
-    return n - 1 if n - 1 >= MIN_ACCEPTED.get(resource, 1) else None
+    else:
+        granule = r.granule if r is not None else 1
+        below = (n - 1) // granule * granule
+    return below if below >= floor and below < n else None
 
 
 def usable(resource: str, capacity: int) -> int:
     """How much of ``capacity`` can be live at once: a task window of N holds N - 1 tasks."""
-    return capacity - 1 if resource == "task_window" else capacity
+    r = BY_NAME.get(resource)
+    return capacity - 1 if r is not None and r.holds_one_less else capacity
 
 
 def fmt_amount(resource: str, n: int) -> str:
     """Bytes for the heap (KiB/MiB/GiB), plain counts otherwise."""
-    if resource != "heap":
+    r = BY_NAME.get(resource)
+    if r is None or not r.bytes:
         return f"{n}"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= size:

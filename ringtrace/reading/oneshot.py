@@ -5,44 +5,20 @@ Used by ``summary``, ``check`` and ``convert``.  Blocking I/O is fine here: noth
 
 from __future__ import annotations
 
-import gzip
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Set
 from pathlib import Path
-from typing import Protocol
 
 import zstandard
 
 from ringtrace.model.records import HostLog, Source
 from ringtrace.sinks import FanOut
+from ringtrace.sources.files import open_input
 from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 
 CHUNK = 1 << 20
-_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
-
-
-class Readable(Protocol):
-    def read(self, n: int = -1, /) -> bytes: ...
-
-
-@contextmanager
-def open_input(path: Path) -> Iterator[Readable]:
-    """``path`` for reading, decompressed when it is gzip or zstd (told by its first bytes, whatever its
-    name: the runtime's files are often compressed when kept).  Raises OSError."""
-    with path.open("rb") as raw:
-        magic = raw.read(4)
-        raw.seek(0)
-        if magic.startswith(_GZIP):
-            with gzip.GzipFile(fileobj=raw) as gz:
-                yield gz
-        elif magic == _ZSTD:
-            with zstandard.ZstdDecompressor().stream_reader(raw) as zs:
-                yield zs
-        else:
-            yield raw
 
 
 def read_files(files: list[Path], sinks: FanOut, thresholds: Thresholds,

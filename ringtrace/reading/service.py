@@ -15,60 +15,34 @@ the sinks' outputs).
 
 from __future__ import annotations
 
-import io
 import logging
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ringtrace.config import Config
 from ringtrace.reading.app import SHUTDOWN_SECONDS, App
+from ringtrace.reading.registry import Context, SetupError, SinkSpec, build_sinks
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.console import WatchLogSink
-from ringtrace.sinks.events import EventsSink
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
-
-    from ringtrace.sinks.otlp import OtlpSink
     from ringtrace.sinks.prometheus import PrometheusSink
     from ringtrace.sinks.prometheus.server import MetricsServer
 
 log = logging.getLogger("ringtrace")
 
-class StdoutStream(io.FileIO):
-    """``--events -``: standard output through a duplicate of fd 1, unbuffered and without a lock.
-
-    A write blocked on a pipe nobody reads then holds no lock that the interpreter's exit needs
-    (``sys.stdout.buffer``'s would abort the exit of a process that abandoned its events sink);
-    :meth:`write` completes a short write, so a line is written whole or the write raises.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(os.dup(sys.stdout.fileno()), "w", closefd=True)
-
-    def write(self, data: Buffer, /) -> int:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            n = super().write(view[done:])
-            if n is None:  # a non-blocking descriptor that is full
-                raise BlockingIOError(11, "standard output would block")
-            done += n
-        return done
-
-
 class Service:
     """A watch process: the app, its sinks and the metrics server, run in one event loop."""
 
     def __init__(self, app: App, fanout: FanOut, server: MetricsServer | None, notes: list[str],
-                 roots: list[str] | None = None) -> None:
+                 roots: list[str] | None = None, built: list[tuple[SinkSpec, Sink]] | None = None) -> None:
         self.app = app
         self.fanout = fanout
         self.server = server
         self.notes = notes
         self.roots = roots or []
+        self.built = built or []
+        """The configured sinks, each with its registry entry (:mod:`ringtrace.reading.registry`)."""
         self._started = False
         if server is not None and app.on_hangup is None:
             app.on_hangup = self.reload
@@ -104,7 +78,7 @@ class Service:
             return code
         finally:
             await self.stop()
-            done = next((s for s in self.fanout.sinks if isinstance(s, WatchLogSink)), None)
+            done = next((sink for _, sink in self.built if isinstance(sink, WatchLogSink)), None)
             said.info("stopped (exit %d)%s", code, f": {done.finished} run(s) finished" if done else "")
 
     async def stop(self) -> None:
@@ -114,77 +88,35 @@ class Service:
         self._started = False
 
 
-def sinks_from_config(cfg: Config) -> tuple[list[Sink], list[str]]:
-    """The file/network sinks the configuration asks for, and a note per output for people.
-
-    Each exporter is imported only when configured: a node agent with ``--events`` alone does not
-    carry gRPC, protobuf or aiohttp in memory.
-    """
-    sinks: list[Sink] = []
-    notes: list[str] = []
-    if cfg.events == "-":
-        sinks.append(EventsSink(StdoutStream(), owns=True, name="standard output"))
-    elif cfg.events:
-        sinks.append(EventsSink.open(cfg.events))
-        notes.append(f"events: {cfg.events}")
-    if cfg.perfetto_dir:
-        from ringtrace.sinks.perfetto import PerfettoDirSink
-
-        Path(cfg.perfetto_dir).mkdir(parents=True, exist_ok=True)
-        sinks.append(PerfettoDirSink(Path(cfg.perfetto_dir), cfg.perfetto_format))
-        notes.append(f"perfetto traces (one per finished run): {cfg.perfetto_dir} (open in https://ui.perfetto.dev)")
-    if cfg.report_dir:
-        from ringtrace.report import ReportDirSink
-
-        Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
-        sinks.append(ReportDirSink(Path(cfg.report_dir), cfg.headroom))
-        notes.append(f"HTML reports (one per finished run): {cfg.report_dir}")
-    if otlp_wanted(cfg):
-        sinks.append(otlp_sink(cfg))
-        notes.append(f"OpenTelemetry spans: {cfg.otlp_endpoint or 'OTEL_EXPORTER_OTLP_* endpoint'} "
-                     f"({cfg.otlp_protocol})")
-    return sinks, notes
-
-
-def otlp_sink(cfg: Config, *, backpressure: bool = False) -> OtlpSink:
-    """The OTLP sink ``watch``/``convert`` use: ``--otlp-*`` settings, ``OTEL_EXPORTER_OTLP_*`` for the rest.
-
-    ``convert`` passes ``backpressure=True`` (a file reader may wait; the live reader never does).
-    Raises ``ValueError`` for an unusable ``OTEL_EXPORTER_OTLP_*`` value (named in the message).
-    """
-    from ringtrace.sinks.otlp import OtlpSink
-
-    return OtlpSink(cfg.otlp_endpoint or None, cfg.otlp_protocol, cfg.otlp_tick, cfg.otlp_max_spans,
-                    backpressure=backpressure, env=dict(cfg.otel_env))
-
-
-def otlp_wanted(cfg: Config) -> bool:
-    """``--otlp-endpoint``, or a standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variable."""
-    env = dict(cfg.otel_env)
-    return bool(cfg.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
-             shutdown_seconds: float = SHUTDOWN_SECONDS) -> Service:
-    """Everything a watch process needs; raises OSError / WebConfigError / ValueError for unusable outputs.
+             shutdown_seconds: float = SHUTDOWN_SECONDS, command: str = "watch") -> Service:
+    """Everything a watch process needs: ``command``'s sinks from the registry, the app, the metrics server;
+    raises OSError / ValueError (a :class:`~ringtrace.reading.registry.SetupError`) / WebConfigError for
+    unusable outputs.  Each exporter is imported only when configured.
 
     ``shutdown_seconds`` is the one shutdown budget, the app's (see the module docstring)."""
-    sinks, notes = sinks_from_config(cfg)
-    if not cfg.quiet:  # one line per finished run on stderr
-        sinks.append(WatchLogSink(logging.getLogger("ringtrace.watch")))
-    fanout = FanOut([*(extra or []), *sinks])
-    prom: PrometheusSink | None = None
-    otlp: OtlpSink | None = next((s for s in sinks if s.name == "otlp"), None)  # type: ignore[assignment]
-    if cfg.metrics_addr:
-        from ringtrace.sinks.prometheus import PrometheusSink
+    app: App | None = None
+    fanout = FanOut(list(extra or []))
 
-        prom = PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=lambda: fanout.errors,
-                              reader=lambda: {"files_watched": app.tailer.watched, "read_errors": app.tailer.faults,
-                                              "in_flight_bytes": app.in_flight.level})
-        if otlp is not None:
-            prom.register(otlp.collector())
-        fanout.add(prom)
+    def reader() -> dict[str, int]:
+        assert app is not None
+        return {"files_watched": app.tailer.watched, "read_errors": app.tailer.faults,
+                "in_flight_bytes": app.in_flight.level}
+
+    try:
+        built = build_sinks(cfg, Context(command, sink_errors=lambda: fanout.errors, reader=reader))
+    except SetupError as err:
+        raise err.error from None
+    notes = [note for spec, _ in built if (note := spec.note(cfg, Context(command)))]
+    prom: PrometheusSink | None = None
+    for spec, sink in built:
+        fanout.add(sink)
+        if spec.name == "prometheus":
+            prom = sink  # type: ignore[assignment]
+    if prom is not None:
+        for spec, sink in built:
+            if spec.metrics is not None:
+                prom.register(spec.metrics(sink))  # type: ignore[arg-type]
         prom.register(fanout.collector())  # ringtrace_sink_events_dropped_total{sink}, _stuck, _queued_events
     app = App(cfg, roots, fanout, shutdown_seconds=shutdown_seconds, stuck_seconds=cfg.sink_stuck_timeout)
     server = None
@@ -194,4 +126,4 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
 
         server = MetricsServer(cfg.metrics_addr, prom.render, ready=app.readiness,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)
-    return Service(app, fanout, server, notes, roots)
+    return Service(app, fanout, server, notes, roots, built)

@@ -16,9 +16,7 @@ json`` program object, embedded as they are.
 
 from __future__ import annotations
 
-import hashlib
 import html
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +29,8 @@ from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, RunStart
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, source_data
+from ringtrace.sinks.base import Sink
+from ringtrace.sources.files import path_hash, write_atomic
 
 WIDTH = 600
 """Columns per series kept while reading (about one per pixel of a chart)."""
@@ -41,7 +41,7 @@ MIN_WIDTH = 48
 _SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 
-class ReportCollector:
+class ReportCollector(Sink):
     """A sink that keeps each source's bounded picture for :func:`render`; O(sources x width) memory."""
 
     name = "report"
@@ -154,7 +154,7 @@ def report_paths(fins: Sequence[RunFinished]) -> str:
     return f"{len(fins)} sources"
 
 
-class ReportDirSink:
+class ReportDirSink(Sink):
     """``watch --report-dir DIR``: one report per finished run, as the runtime's scene tests write theirs.
 
     Keeps each open run's bounded picture (:class:`ReportCollector`); at its ``RunFinished`` the page is
@@ -183,9 +183,7 @@ class ReportDirSink:
             self.collector.order.remove(k)
         page = render(one, self.headroom, f"ringtrace report: {report_paths([event])}")
         target = self.directory / page_file_name(event)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomic(target, page.encode("utf-8"))
         self.written.append(target)
 
     def flush(self, deadline: float) -> None:
@@ -201,6 +199,5 @@ def page_file_name(fin: RunFinished) -> str:
     lab = fin.source.labels
     parts = [lab.run or "run", f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else ""]
     name = re.sub(r"[^\w.-]+", "_", "-".join(p for p in parts if p)).strip("._") or "run"
-    digest = hashlib.blake2s(os.fsencode(fin.source.path or (fin.host_log.path if fin.host_log else "")),
-                             digest_size=4).hexdigest()
+    digest = path_hash(fin.source.path or (fin.host_log.path if fin.host_log else ""))
     return f"{name}-{digest}.html"

@@ -21,7 +21,7 @@ from typing import Any
 
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RESOURCES, Deadlock, HostLog, Peak, Record, RunFinished, RunProgress, Scope
-from ringtrace.model.runtime import RINGS, error_name
+from ringtrace.model.runtime import RINGS, SINCE_VERSION, error_name
 from ringtrace.report._series import Series
 from ringtrace.sinks.summary import file_object
 
@@ -176,7 +176,7 @@ def source_data(pic: Picture, fin: RunFinished, width: int) -> dict[str, Any]:
             c = _chart(pic, fin, ring, i, width, strings) if has_records else None
             if c is not None:
                 charts.append(c)
-            elif has_records and (fin.summary.meta is None or fin.summary.meta.version >= 5 or resource != "dep_pool"):
+            elif has_records and (fin.summary.meta is None or fin.summary.meta.version >= SINCE_VERSION[resource]):
                 unused.append([ring, resource])
     _label_once(charts, fin)
     tm = None

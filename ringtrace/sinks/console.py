@@ -11,6 +11,7 @@ import logging
 
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.sinks.base import Sink
 
 
 def worst(fin: RunFinished) -> str:
@@ -22,7 +23,7 @@ def worst(fin: RunFinished) -> str:
     return f"; largest proven need ring {best[1].ring} {best[1].resource} {100 * best[0]:.0f}%"
 
 
-class WatchLogSink:
+class WatchLogSink(Sink):
     """Logs each finished run at INFO on ``logger`` (the caller enables it: ``watch`` does unless ``--quiet``)."""
 
     name = "log"

@@ -45,19 +45,25 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
 import stat
-import tempfile
+import sys
 import threading
 from collections.abc import Iterable, Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import msgspec
 
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
+from ringtrace.sinks.base import Sink
 from ringtrace.sinks.summary import file_object
+from ringtrace.sources.files import write_atomic_fd
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 KEYS_KEPT = 200_000
 """Run keys remembered (the newest; two per run: 100,000 runs): a restart without its state over more
@@ -359,22 +365,11 @@ class KeyIndex:
         ``end`` drops them all at open; those whose lines are still there are found again by the scan.)"""
         if self.path is None or self._pending:
             return False
-        directory = os.path.dirname(self.path) or "."
         data = b"".join(b"%016x %d\n" % (h, end if here else 0) for h, here in self.hashes.items())
         self._compact_at = self.lines + self.kept // 2  # if this fails, try again only that much later
         try:
-            tfd, tmp = tempfile.mkstemp(dir=directory, prefix=".keys-")
+            tfd = write_atomic_fd(self.path, data, mode=0o644)
         except OSError as err:
-            log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
-            return False
-        try:
-            append_whole(tfd, data)
-            os.fchmod(tfd, 0o644)
-            os.replace(tmp, self.path)
-        except OSError as err:
-            os.close(tfd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             log.warning("%s: cannot compact the key index (%s); it goes on growing", self.path, err.strerror or err)
             return False
         os.close(self.fd)
@@ -390,7 +385,29 @@ class KeyIndex:
             self.fd = -1
 
 
-class EventsSink:
+class StdoutStream(io.FileIO):
+    """``--events -``: standard output through a duplicate of fd 1, unbuffered and without a lock.
+
+    A write blocked on a pipe nobody reads then holds no lock that the interpreter's exit needs
+    (``sys.stdout.buffer``'s would abort the exit of a process that abandoned its events sink);
+    :meth:`write` completes a short write, so a line is written whole or the write raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(os.dup(sys.stdout.fileno()), "w", closefd=True)
+
+    def write(self, data: Buffer, /) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = super().write(view[done:])
+            if n is None:  # a non-blocking descriptor that is full
+                raise BlockingIOError(11, "standard output would block")
+            done += n
+        return done
+
+
+class EventsSink(Sink):
     """Writes to ``stream`` (owned by the caller unless ``owns`` is set) through its file descriptor.
 
     ``stream`` must have a ``fileno()``; nothing is buffered in the sink or in ``stream``.  A sink made by

@@ -14,6 +14,7 @@ import msgspec
 from ringtrace.analysis.advise import advice_json
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent, Verdict
+from ringtrace.sinks.base import Sink
 
 
 def _ratio(x: float | None) -> float | None:
@@ -90,7 +91,7 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
     }
 
 
-class SummarySink:
+class SummarySink(Sink):
     """Collects finished runs for a final report.  ``receive`` only appends; never blocks.
     :meth:`wait_finished` waits (on another thread) until it holds a number of them."""
 

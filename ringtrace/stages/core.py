@@ -34,6 +34,14 @@ from ringtrace.model.records import (
 from ringtrace.stages.decode import DEFAULT_RINGS, MAX_LINE, Decoder, Item, _RawRecord
 from ringtrace.stages.pair import CappedSummary
 
+CORE_RECORD_FIELDS = ("line", "site", "phase", "depth", "ring", "task_window_start", "task_window_end", "heap_start",
+                      "heap_end", "dep_pool_start", "dep_pool_end", "tensormap")
+"""The order in which ``_core.c`` passes a Record's fields (positionally, for speed; Python code builds
+records by name): a Record with other fields (a fourth resource, format v7) must change the C side too."""
+if Record.__struct_fields__ != CORE_RECORD_FIELDS:  # pragma: no cover - fails the import, loudly
+    raise ImportError(f"ringtrace.stages._core builds Record{CORE_RECORD_FIELDS}, the model has "
+                      f"Record{Record.__struct_fields__}: change _core.c's make(T_Record, ...) with it")
+
 try:
     from ringtrace.stages import _core
 except ImportError:  # installed without a C compiler

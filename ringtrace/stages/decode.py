@@ -434,7 +434,9 @@ class Decoder:
         wraps = self._wraps
         if wraps:
             hs, he = self._unroll(ring, hs, he)
-        rec = Record(line, r.site, r.phase, r.depth, ring, tws, twe, hs, he, dps, dpe, r.tensormap)
+        rec = Record(line=line, site=r.site, phase=r.phase, depth=r.depth, ring=ring, task_window_start=tws,
+                     task_window_end=twe, heap_start=hs, heap_end=he, dep_pool_start=dps, dep_pool_end=dpe,
+                     tensormap=r.tensormap)
         last = self._last.get(ring)
         self._last[ring] = rec
         self._raw_heap[ring] = r.heap_end
@@ -492,7 +494,9 @@ class Decoder:
                 checked(r, n, out)
                 slow += 1
             else:
-                last_of[ring] = rec = Record(n, r.site, r.phase, depth, ring, tws, twe, hs, he, dps, dpe, tm)
+                last_of[ring] = rec = Record(line=n, site=r.site, phase=r.phase, depth=depth, ring=ring,
+                                             task_window_start=tws, task_window_end=twe, heap_start=hs,
+                                             heap_end=he, dep_pool_start=dps, dep_pool_end=dpe, tensormap=tm)
                 append(rec)
         self.records += len(raws) - slow
 

@@ -61,7 +61,7 @@ from ringtrace.model.records import (
     UnmatchedEnd,
     Usage,
 )
-from ringtrace.model.runtime import DEP_POOL_BATCH
+from ringtrace.model.runtime import DEP_POOL_BATCH, SINCE_VERSION
 
 _NOTHING: tuple[PairEvent, ...] = ()
 
@@ -421,7 +421,7 @@ class Pairer:
             bf = self._batch.get(ring_no)
             batch = (0, 0, (bf.dep_pool_end or 0) - (bf.dep_pool_start or 0) if bf is not None else 0)
             for i, resource in enumerate(RESOURCES):
-                if resource == "dep_pool" and meta is not None and meta.version == 4:
+                if meta is not None and meta.version < SINCE_VERSION[resource]:  # v4: no dep pool
                     continue
                 cap = meta.capacity(resource, ring_no) if meta is not None else None
                 m, sites, j = ring.maxima, ring.sites, 3 * i

@@ -143,7 +143,7 @@ def otlp(events: list[SinkEvent]) -> str:
 
     kept = _Kept()
     sink = OtlpSink(None, "grpc", transport=kept, wall=lambda: SEEN_AT,  # type: ignore[arg-type]
-                    resource=Resource({"service.name": "ringtrace"}), backpressure=True)
+                    resource=Resource({"service.name": "ringtrace"}))
     fan = FanOut([sink])
     fan.receive_all(events)
     fan.close()

@@ -3,9 +3,10 @@
 
 * ``PROTOCOLS`` (gRPC and HTTP/protobuf) and ``SMALL_NESTED``, a small real run of nested scopes;
 * :class:`FakeTime` — an injected ``sleep``/``clock`` pair: sleeping advances the clock, nothing waits;
-* :func:`convert` — real files through the real reader into a :class:`~tests._support.sinks.Collect`
-  and an :class:`~ringtrace.sinks.otlp.OtlpSink`; :func:`make_sink` — a sink aimed at an
-  :class:`~tests._support.otlp_receiver.OtlpReceiver`; :func:`kept_spans` — how many spans the
+* :func:`convert` / :func:`deliver` — real files through the real reader into a
+  :class:`~tests._support.sinks.Collect` and an :class:`~ringtrace.sinks.otlp.OtlpSink` on one-shot
+  outlets; :func:`make_sink` — a sink aimed at an :class:`~tests._support.otlp_receiver.OtlpReceiver`;
+  :func:`kept_spans` — how many spans the
   collected runs make (root + wedged + paired scopes, no budget);
 * :func:`by_trace` / :func:`root_of` — the receiver's spans per trace, and a trace's one root;
 * :func:`generated_tree` — every named simulator scenario as a run on disk;
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -61,15 +63,26 @@ class FakeTime:
 
 
 def convert(paths: Sequence[Path], sink: OtlpSink, flush: bool = True) -> Collect:
+    """Read ``paths`` into a Collect and ``sink`` as ``convert`` does (one-shot outlets: the sink exports on
+    its outlet's worker); with ``flush`` the fan-out's flush and close follow (the sink is then closed)."""
+    col, fan = deliver(paths, sink)
+    if flush:
+        fan.flush(time.monotonic() + 60)
+        fan.close()
+        assert fan.errors == {"collect": 0, "otlp": 0}
+    return col
+
+
+def deliver(paths: Sequence[Path], sink: OtlpSink) -> tuple[Collect, FanOut]:
+    """Read ``paths`` into a Collect and ``sink`` on one-shot outlets, and return at once: the sink may
+    still be exporting (the caller flushes or shuts the fan-out down)."""
     files, errors = find_sources([str(p) for p in paths])
     assert not errors
     col = Collect()
     fan = FanOut([col, sink])
+    fan.start_oneshot()
     assert not read_files(files, fan, Thresholds())
-    if flush:
-        assert sink.drain(60)
-    assert fan.errors == {"collect": 0, "otlp": 0}
-    return col
+    return col, fan
 
 
 def make_sink(rx: OtlpReceiver, protocol: Protocol, **kw: Any) -> OtlpSink:

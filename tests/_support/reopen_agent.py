@@ -17,9 +17,10 @@ import sys
 from ringtrace import config
 from ringtrace.model.records import RunFinished, SinkEvent
 from ringtrace.reading.service import assemble
+from ringtrace.sinks import Sink
 
 
-class LinesSink:
+class LinesSink(Sink):
     name = "lines"
 
     def __init__(self, path: str) -> None:

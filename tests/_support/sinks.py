@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 
 from ringtrace.model.records import Record, RunFinished, RunProgress, RunStarted, Scope, SinkEvent
+from ringtrace.sinks import Sink
 
 
-class Collect:
+class Collect(Sink):
     """A sink (``receive``/``flush``/``close``) for tests and benchmarks; see the module docstring."""
 
     def __init__(self, name: str = "collect", keep: bool = True) -> None:

@@ -46,7 +46,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from ringtrace.demo import sim
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent
 from ringtrace.reading.oneshot import read_files
-from ringtrace.sinks import FanOut
+from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans
@@ -88,13 +88,16 @@ def make_run(path: Path, spans: int) -> None:
 
 
 def ours(path: Path, rx: Receiver, protocol: Protocol, n_max: int) -> dict[str, float]:
-    sink = OtlpSink(rx.endpoint(protocol), protocol, max_spans=n_max, max_queued_spans=n_max + 10)
+    sink = OtlpSink(rx.endpoint(protocol), protocol, max_spans=n_max)
     before = rx.spans()
+    fan = FanOut([sink])
+    fan.start_oneshot()  # as convert does: the sink exports on its outlet's worker
     c0 = time.process_time()
-    read_files([path], FanOut([sink]), Thresholds())
+    read_files([path], fan, Thresholds())
     c1, t1 = time.process_time(), time.perf_counter()
-    assert sink.drain(600)
+    fan.flush(time.monotonic() + 600)
     t2, c2 = time.perf_counter(), time.process_time()
+    fan.close()
     delivered = rx.spans() - before
     stats = sink.stats()
     sink.close()
@@ -106,12 +109,13 @@ def ours(path: Path, rx: Receiver, protocol: Protocol, n_max: int) -> dict[str, 
 def shutdown_blackholed(path: Path, protocol: Protocol, n_max: int) -> dict[str, float]:
     """Read the run into a sink aimed at a blackhole, then flush + close as the app does at SIGTERM."""
     with Blackhole() as hole:
-        sink = OtlpSink(hole.endpoint, protocol, max_spans=n_max, max_queued_spans=n_max + 10)
-        read_files([path], FanOut([sink]), Thresholds())
+        sink = OtlpSink(hole.endpoint, protocol, max_spans=n_max)
+        fan = FanOut([sink])
+        fan.start_oneshot()
+        read_files([path], fan, Thresholds())
         hole.wait_for_bytes(1, 30)
         t0 = time.perf_counter()
-        sink.flush(time.monotonic() + 3.5)  # what watch gives its sinks: 4.5 s less the reserve and margin
-        sink.close()
+        fan.shutdown(time.monotonic() + 4.0)  # what watch gives its sinks' flush: 4.5 s less the reserve and margin
         took = time.perf_counter() - t0
     s = sink.stats()
     return {"seconds": took, "failed": s["spans_failed"], "exported": s["spans_exported"],
@@ -124,7 +128,7 @@ def read_only_cpu(path: Path) -> float:
     return time.process_time() - c0
 
 
-class Capture:
+class Capture(Sink):
     """Keeps what the baselines need: the finished run, its selection and its time axis."""
 
     name = "capture"

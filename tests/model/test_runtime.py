@@ -75,3 +75,16 @@ def test_the_error_enum_orchestrator_and_scheduler_codes() -> None:
 def test_compile_defaults_are_accepted_sizes() -> None:
     assert all(accepted(r, runtime.COMPILE_DEFAULTS[r]) for r in RESOURCES)
     assert set(runtime.CONFIG_KEYS) == set(RESOURCES) == set(runtime.COMPILE_DEFAULTS)
+
+
+def test_each_resources_facts_live_in_one_row_and_the_old_tables_follow() -> None:
+    """One :class:`~ringtrace.model.runtime.Resource` per resource; the dicts the code used are derived."""
+    assert tuple(r.name for r in runtime.TABLE) == RESOURCES == ("task_window", "heap", "dep_pool")
+    for r in runtime.TABLE:
+        assert runtime.COMPILE_DEFAULTS[r.name] == r.compile_default and accepted(r.name, r.compile_default)
+        assert runtime.CONFIG_KEYS[r.name] == r.config_key == f"ring_{r.name}"
+        assert runtime.MIN_ACCEPTED[r.name] == r.floor == accept(r.name, 1)
+        assert accept(r.name, r.floor + 1) % r.granule == 0
+        assert (fmt_amount(r.name, 2048) == "2.0 KiB") == r.bytes
+        assert usable(r.name, 8) == (7 if r.holds_one_less else 8)
+    assert runtime.SINCE_VERSION == {"task_window": 4, "heap": 4, "dep_pool": 5}

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent, Source, empty_summary
-from ringtrace.sinks import FINISHED_KEPT, FLUSH_MARGIN, FanOut
+from ringtrace.sinks import FINISHED_KEPT, FLUSH_MARGIN, FanOut, Sink
 from tests._support.writer import wait_for
 
 
@@ -29,7 +29,7 @@ class Clock:
         return self.now
 
 
-class GateSink:
+class GateSink(Sink):
     """Keeps what it receives; ``receive`` waits while ``gate`` is clear (the test opens it)."""
 
     def __init__(self, name: str, blocked: bool = False) -> None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import msgspec
+
+from ringtrace.sources.files import write_atomic
 
 STATE_FILE = "ringtrace-state.json"
 VERSION = 3
@@ -56,14 +57,7 @@ class State(msgspec.Struct, frozen=True):
 def save(directory: Path, state: State) -> None:
     """Write atomically (temp file + rename).  Raises OSError; the caller logs it."""
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".state-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(msgspec.json.encode(state))
-        os.replace(tmp, directory / STATE_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(directory / STATE_FILE, msgspec.json.encode(state), mode=0o600)
 
 
 def move_aside(path: Path) -> Path:

@@ -5,27 +5,31 @@ A root span per run (the source) and one span per scope, its parent the enclosin
 when the run finishes (:class:`RunFinished`): the policy needs the run's final peaks, and a trace
 arrives whole.
 
-Threads and back-pressure.  :meth:`OtlpSink.receive` runs on the reader's (or app's sink) thread
-and only does bookkeeping: it feeds each paired scope to the run's bounded :class:`Budget` and,
-at the end of a run, queues the kept scopes, at most ``max_queued_spans`` spans.  A run that does
-not fit is counted in ``spans_dropped_queue_full`` (logged), unless ``backpressure=True``
-(``convert``: nothing else waits on that thread): then ``receive`` waits for room.  The sink's
-worker thread builds the spans and sends them in batches of ``batch_size`` through a
-:mod:`._export` transport, retrying with :class:`RetryPolicy` (the one retry layer).
+An exporter behind the one queue.  As the OpenTelemetry SDK splits a span processor (queue, worker,
+flush, shutdown) from its exporter (encode, send, retry), the sink is only the exporter: its queue
+and worker are the fan-out's outlet (:mod:`ringtrace.sinks.delivery`; ``blocks = True``, so
+``convert`` delivers to it through an outlet too and its requests overlap the reading).
+:meth:`OtlpSink.receive` feeds each paired scope to the run's bounded :class:`Budget`; at the end of a
+run it builds the kept spans and sends them in batches of ``batch_size`` through a :mod:`._export`
+transport, retrying with :class:`RetryPolicy` (the one retry layer), on the outlet's thread.  A
+receiver that does not answer holds the outlet: after ``--sink-stuck-timeout`` the sink is stuck and
+the outlet sheds what it holds for it; a run that lost events so (:meth:`~OtlpSink.dropped`) is not
+sent half: its spans are counted in ``spans_dropped_queue_full``.
 
 No silent loss: every kept span ends up in exactly one of ``spans_exported``, ``spans_failed``
 (refused, out of retries, rejected in a partial success, or still undelivered at shutdown) and
 ``spans_dropped_queue_full``, each counted as it happens (``pending_spans`` falls batch by batch).
 
-Shutdown within a budget: :meth:`flush` takes the deadline (the app's budget, passed down by the
-fan-out) that no request, retry or wait of the worker passes, and waits for the queue to empty.  :meth:`close`
-(flushing first if nothing did) cuts a request still in flight, waits at most ``close_grace`` for
-the worker, counts what remains as failed and logs one line saying how many spans were lost.
-Nothing here raises into the caller.
+Shutdown within a budget: :meth:`~OtlpSink.shutdown_begins` (called from the thread that starts the
+shutdown, while the outlet's worker may be inside a request) sets the deadline that no request, retry or
+wait passes and cuts a request still in flight at it; the runs still queued behind it then fail at once.
+:meth:`~OtlpSink.flush` has nothing left to push (the outlet calls it behind every event);
+:meth:`~OtlpSink.close` cuts what is in flight and logs one line saying how many spans were lost.  Nothing
+here raises into the caller.
 
-Memory: per open run O(``max_spans``) (the budget's candidates); queued runs at most
-``max_queued_spans`` spans (or one run, if a single run is larger): 50,000 by default, five runs
-at the default budget, about 25 MB of kept scopes (measured with a 2,000-run backlog).
+Memory: per open run O(``max_spans``) (the budget's candidates), and the spans of the one run being
+sent; what waits is the outlet's (bounded by the reader's in-flight bytes in ``watch``, by the
+one-shot window in ``convert``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ import random
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,6 +49,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, Scope, SinkEvent, Source, Wants
 from ringtrace.sinks import ringtrace_version
+from ringtrace.sinks.base import Sink
 
 from ._export import Attempt, GrpcTransport, HttpTransport, RetryPolicy, Transport, http_traces_url, resolve
 from ._export import OtlpProtocol as Protocol
@@ -59,9 +63,6 @@ __all__ = ["OtlpSink", "Protocol", "RetryPolicy", "default_resource", "http_trac
 
 log = logging.getLogger("ringtrace.sinks.otlp")
 
-CLOSE_FLUSH_SECONDS = 30.0
-"""How long the flush :meth:`OtlpSink.close` does itself (when nothing flushed since the last run) may take."""
-
 def default_resource() -> Resource:
     """``service.name=ringtrace``, ``service.version``, ``host.name``; ``OTEL_RESOURCE_ATTRIBUTES`` and
     ``OTEL_SERVICE_NAME`` add to it and win (the SDK's ``Resource.create`` plus its env detector)."""
@@ -72,7 +73,7 @@ def default_resource() -> Resource:
 
 @dataclass(slots=True, eq=False)
 class _Job:
-    """A finished run handed to the worker.  ``left``: its spans not yet counted in any outcome."""
+    """A finished run being exported.  ``left``: its spans not yet counted in any outcome."""
 
     fin: RunFinished
     selection: Selection
@@ -81,7 +82,7 @@ class _Job:
     failed: bool = False  # some of its spans failed
 
 
-class OtlpSink:
+class OtlpSink(Sink):
     """See the module docstring.  Counters are plain ints, read them at any time (``stats()``).
 
     ``transport`` replaces the network (tests); ``sleep``/``clock``/``uniform`` drive the retry
@@ -90,12 +91,12 @@ class OtlpSink:
 
     name = "otlp"
     wants = Wants(records=False, events=True)  # the paired scopes; the last line comes with RunFinished
+    blocks = True
 
     def __init__(self, endpoint: str | None = None, protocol: Protocol = "grpc", tick: float = 1e-6,
                  max_spans: int = 10_000, transport: Transport | None = None, *,
-                 timeout: float | None = None, batch_size: int = 512, max_queued_spans: int = 50_000,
-                 backpressure: bool = False, retry: RetryPolicy | None = None,
-                 close_grace: float = 0.1, sleep: Callable[[float], object] | None = None,
+                 timeout: float | None = None, batch_size: int = 512, retry: RetryPolicy | None = None,
+                 sleep: Callable[[float], object] | None = None,
                  clock: Callable[[], float] = time.monotonic, uniform: Callable[[float, float], float] = random.uniform,
                  wall: Callable[[], float] = time.time, resource: Resource | None = None,
                  env: Mapping[str, str] | None = None) -> None:
@@ -104,9 +105,6 @@ class OtlpSink:
         self.tick = tick
         self.max_spans = max_spans
         self.batch_size = batch_size
-        self.max_queued_spans = max_queued_spans
-        self.backpressure = backpressure
-        self.close_grace = close_grace
         self.retry = retry or RetryPolicy()
         self._sleep = sleep or self._nap
         self._clock = clock
@@ -117,33 +115,31 @@ class OtlpSink:
         self._encoder = WireEncoder(self.resource, InstrumentationScope("ringtrace", ringtrace_version()))
         new = GrpcTransport if self.settings.protocol == "grpc" else HttpTransport
         self.transport = transport or new(self.settings, f"ringtrace/{ringtrace_version()}")
-        self._stop = threading.Event()  # closed
-        self._wake = threading.Event()  # ends a retry wait early: flush set a deadline, or close
+        self._closed = threading.Event()
+        self._wake = threading.Event()  # ends a retry wait early: a deadline was set, or close
         # per open run: (the wall clock when the sink first heard of it, its budget)
         self._runs: dict[Source, tuple[float, Budget]] = {}
-        self._cond = threading.Condition()
-        self._jobs: deque[_Job] = deque()
+        self._gaps: set[Source] = set()  # runs that lost events on the outlet (``dropped``)
+        self._lock = threading.Lock()  # the counters (scrapes read them) and the deadline (set from another thread)
         self._current: _Job | None = None
-        self._deadline: float | None = None  # time.monotonic() when flush's budget ends
-        self._flushed = False
-        # counters (written under _cond, except the worker's export_requests/export_retries)
+        self._deadline: float | None = None  # time.monotonic() when the shutdown's budget ends
+        self._cutter: threading.Timer | None = None  # cuts a request still in flight at the deadline
+        # counters (written under _lock, except export_requests/export_retries)
         self.spans_exported = 0
         self.spans_failed = 0
         self.spans_failed_at_shutdown = 0  # part of spans_failed
         self.spans_dropped_by_budget = 0
-        self.spans_dropped_queue_full = 0
+        self.spans_dropped_queue_full = 0  # spans of runs that lost events while the sink was stuck
         self.runs_exported = 0
         self.runs_failed = 0
         self.export_requests = 0
         self.export_retries = 0
         self.internal_errors = 0
-        self.pending_spans = 0  # spans in _jobs plus the uncounted ones of _current
-        self._worker = threading.Thread(target=self._work, name="ringtrace-otlp", daemon=True)
-        self._worker.start()
+        self.pending_spans = 0  # the uncounted spans of the run being exported
 
     @property
     def dropped_spans(self) -> int:
-        """Spans never sent on purpose: left out by ``max_spans`` or because the queue was full."""
+        """Spans never sent on purpose: left out by ``max_spans`` or because the sink was stuck."""
         return self.spans_dropped_by_budget + self.spans_dropped_queue_full
 
     def stats(self) -> dict[str, int]:
@@ -160,7 +156,7 @@ class OtlpSink:
 
         return OtlpCollector(self.stats)
 
-    # -- the reader's side -------------------------------------------------------------------------
+    # -- the outlet's side -------------------------------------------------------------------------
 
     def receive(self, event: SinkEvent) -> None:
         try:
@@ -174,75 +170,67 @@ class OtlpSink:
                         add(ev)
             elif type(event) is RunStarted:  # a new run of the source replaces the old one
                 self._runs[event.source] = (self._wall(), Budget(self.max_spans))
+                self._gaps.discard(event.source)
             elif type(event) is RunFinished:  # its seen_at is the RunStarted's
                 run = self._runs.pop(event.source, None)
                 heard, budget = run if run is not None else (self._wall(), Budget(self.max_spans))
                 self._finish(event, event.seen_at if event.seen_at > 0 else heard, budget)
         except Exception:  # never into the reader
-            with self._cond:
+            with self._lock:
                 self.internal_errors += 1
             log.exception("otlp sink: cannot handle %s", type(event).__name__)
 
+    def dropped(self, source: Source) -> None:
+        """The outlet shed events of ``source``'s run (the sink was stuck): its trace would be partial."""
+        self._gaps.add(source)
+
     def _finish(self, fin: RunFinished, seen_at: float, budget: Budget) -> None:
-        """Select the run's scopes and queue it (or count it dropped, or wait: ``backpressure``)."""
+        """Select the run's scopes and export them (or count them dropped: the run lost events)."""
         wedged = len(fin.summary.wedged)
+        if fin.source in self._gaps:
+            self._gaps.discard(fin.source)
+            kept = min(fin.summary.scopes, max(0, self.max_spans - 1 - wedged))  # the spans it would have kept
+            n = 1 + wedged + kept
+            with self._lock:
+                self.spans_dropped_by_budget += fin.summary.scopes - kept
+                self.spans_dropped_queue_full += n
+            log.warning("otlp: %d spans of %s dropped: the sink was stuck and lost some of the run's events",
+                        n, fin.source.path)
+            return
         sel = budget.select(reserved=1 + wedged)
         n = 1 + wedged + len(sel.scopes)
-
-        def full() -> bool:  # a run larger than the whole queue still goes when the queue is empty
-            return self.pending_spans > 0 and self.pending_spans + n > self.max_queued_spans
-
-        with self._cond:
+        job = _Job(fin, sel, seen_at, n)
+        with self._lock:
             self.spans_dropped_by_budget += sel.omitted
-            while full() and self.backpressure and not self._stop.is_set():
-                self._cond.wait()
-            if self._stop.is_set() or full():
-                self.spans_dropped_queue_full += n
-                log.warning("otlp: export queue full (%d spans waiting): %d spans of %s dropped",
-                            self.pending_spans, n, fin.source.path)
-                return
-            self._jobs.append(_Job(fin, sel, seen_at, n))
             self.pending_spans += n
-            self._flushed = False
-            self._cond.notify_all()
+            self._current = job
+        try:
+            self._export_run(job)
+        except Exception:
+            log.exception("otlp: exporting %s failed", fin.source.path)
+            with self._lock:
+                self.internal_errors += 1
+        finally:
+            with self._lock:
+                self._count(job, 0, job.left, at_shutdown=False)
+                self._current = None
 
-    # -- the worker ------------------------------------------------------------------------------------
+    # -- exporting ---------------------------------------------------------------------------------------
 
     def _time_left(self) -> float:
-        """Seconds until the shutdown deadline (inf before flush; 0 once closing)."""
-        if self._stop.is_set():
+        """Seconds until the shutdown deadline (inf before one is set; 0 once closed)."""
+        if self._closed.is_set():
             return 0.0
         deadline = self._deadline
         return math.inf if deadline is None else deadline - time.monotonic()
 
     def _nap(self, seconds: float) -> None:
-        """The retry wait: ends early when flush sets a deadline or close stops the sink."""
+        """The retry wait: ends early when a deadline is set or close stops the sink."""
         self._wake.wait(min(seconds, self._time_left()))
         self._wake.clear()
 
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._jobs and not self._stop.is_set():
-                    self._cond.wait()
-                if not self._jobs:
-                    return
-                job = self._current = self._jobs.popleft()
-            try:
-                self._export_run(job)
-            except Exception:
-                log.exception("otlp: exporting %s failed", job.fin.source.path)
-                with self._cond:
-                    self.internal_errors += 1
-            finally:
-                with self._cond:
-                    if self._current is job:  # else close already counted it
-                        self._count(job, 0, job.left, at_shutdown=False)
-                        self._current = None
-                    self._cond.notify_all()
-
     def _count(self, job: _Job, delivered: int, failed: int, *, at_shutdown: bool) -> None:
-        """Count ``delivered + failed`` of ``job``'s spans (under ``_cond``); the last ones end the run."""
+        """Count ``delivered + failed`` of ``job``'s spans (under ``_lock``); the last ones end the run."""
         if not job.left:
             return
         self.spans_exported += delivered
@@ -273,14 +261,11 @@ class OtlpSink:
                 break
             chunk = spans[i:i + self.batch_size]
             delivered = self._deliver(self._encoder.request(ids.trace_id, chunk), len(chunk))
-            with self._cond:
-                if self._current is not job:
-                    return
-                shutting_down = self._deadline is not None or self._stop.is_set()
+            with self._lock:
+                shutting_down = self._deadline is not None or self._closed.is_set()
                 self._count(job, delivered, len(chunk) - delivered, at_shutdown=shutting_down)
-        with self._cond:
-            if self._current is job:
-                self._count(job, 0, job.left, at_shutdown=True)
+        with self._lock:
+            self._count(job, 0, job.left, at_shutdown=True)
 
     def _deliver(self, payload: bytes, n: int) -> int:
         """Send one batch of ``n`` spans with :attr:`retry`; how many were delivered.  No try or wait
@@ -323,20 +308,27 @@ class OtlpSink:
 
     # -- end of life -------------------------------------------------------------------------------------
 
-    def flush(self, deadline: float) -> None:
-        """The sink contract's flush, the start of shutdown: ``deadline`` (``time.monotonic()``; the
-        earliest one given wins) is passed by no request or retry, and a wait until the queue is empty
-        or that deadline."""
-        with self._cond:
+    def shutdown_begins(self, deadline: float) -> None:
+        """The deadline (``time.monotonic()``; the earliest one given wins) that no request, retry or wait
+        passes from now on; a request still in flight then is cut.  Called from the thread that shuts down
+        (the outlet's worker may be inside an export), before ``flush`` is queued behind the events."""
+        with self._lock:
+            if self._closed.is_set():
+                return
             self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
             deadline = self._deadline
+            if self._cutter is not None:
+                self._cutter.cancel()
+            self._cutter = threading.Timer(max(0.0, deadline - time.monotonic()), self._cut)
+            self._cutter.daemon = True
+            self._cutter.start()
         self._wake.set()
-        drained = self.drain(max(0.0, deadline - time.monotonic()))
-        with self._cond:
-            self._flushed = True
-            if drained:
-                self._deadline = None  # everything went out: later runs get the full retry policy again
-        if not drained:  # the deadline passed: cut a request still waiting for its answer
+
+    def _cut(self) -> None:
+        """The deadline passed: cut a request still waiting for its answer (later ones fail at once)."""
+        with self._lock:
+            busy = self._current is not None
+        if busy:
             self._abort()
 
     def _abort(self) -> None:
@@ -345,47 +337,31 @@ class OtlpSink:
         except Exception as err:
             log.debug("otlp: abort: %s", err)
 
-    def drain(self, timeout: float) -> bool:
-        """Wait until every queued run was exported (or failed); False when ``timeout`` seconds ran
-        out first.  A wait on a condition, woken by the worker."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._jobs or self._current is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set() or not self._worker.is_alive():
-                    if not self._stop.is_set():  # close's line counts what was lost
-                        log.info("otlp: flush timed out with %d spans waiting", self.pending_spans)
-                    return False
-                self._cond.wait(left)
-        return True
+    def flush(self, deadline: float) -> None:
+        """The sink contract's flush: nothing is buffered (every run was sent in its ``receive``, and the
+        outlet calls flush behind them).  Ends the shutdown deadline's hold when it was kept: later runs
+        get the full retry policy again."""
+        with self._lock:
+            if self._cutter is not None:
+                self._cutter.cancel()
+                self._cutter = None
+            self._deadline = None
 
     def close(self) -> None:
-        """Stop: no second drain after a flush (a close without one flushes first, for at most
-        :data:`CLOSE_FLUSH_SECONDS`).  A request in
-        flight is cut, the worker gets ``close_grace`` seconds, what was not delivered is counted as
-        failed and one log line says how many spans were lost."""
-        with self._cond:
-            if self._stop.is_set():
+        """Stop: a request in flight is cut, and one log line says how many spans were lost."""
+        with self._lock:
+            if self._closed.is_set():
                 return
-            flushed = self._flushed  # and nothing queued since (receive clears it)
-        if not flushed:
-            self.flush(time.monotonic() + CLOSE_FLUSH_SECONDS)
-        with self._cond:
-            self._stop.set()
-            self._cond.notify_all()
+            self._closed.set()
+            if self._cutter is not None:
+                self._cutter.cancel()
+                self._cutter = None
         self._wake.set()
         self._abort()
-        self._worker.join(self.close_grace)
-        with self._cond:
-            for job in (self._current, *self._jobs):
-                if job is not None:
-                    self._count(job, 0, job.left, at_shutdown=True)
-            self._current = None
-            self._jobs.clear()
-            self._cond.notify_all()
+        with self._lock:
             lost = self.spans_failed + self.spans_dropped_queue_full
             line = (f"otlp: {lost} spans lost ({self.spans_failed} failed, {self.spans_failed_at_shutdown} of them "
-                    f"undelivered at shutdown; {self.spans_dropped_queue_full} dropped on a full queue), "
+                    f"undelivered at shutdown; {self.spans_dropped_queue_full} dropped while the sink was stuck), "
                     f"{self.spans_exported} exported to {self.settings.url}")
         (log.warning if lost else log.info)(line)
 
@@ -394,5 +370,5 @@ class OtlpSink:
         line = (f"otlp: {self.spans_exported} spans exported in {self.runs_exported} trace(s)"
                 f", {self.spans_dropped_by_budget} left out by --otlp-max-spans")
         if self.spans_failed or self.spans_dropped_queue_full:
-            line += f"; {self.spans_failed} failed, {self.spans_dropped_queue_full} dropped (queue full)"
+            line += f"; {self.spans_failed} failed, {self.spans_dropped_queue_full} dropped (the sink was stuck)"
         return [line]

@@ -23,12 +23,12 @@ class OtlpCollector:
         except Exception:  # a scrape must not fail because the app is shutting down
             return
         spans = CounterMetricFamily("ringtrace_otlp_spans", "Scope spans by outcome: exported, failed (after "
-                                    "retries), left out by --otlp-max-spans, dropped because the export queue "
-                                    "was full.", labels=["outcome"])
+                                    "retries), left out by --otlp-max-spans, dropped because the sink was "
+                                    "stuck and its outlet shed events of their run.", labels=["outcome"])
         for outcome, key in _OUTCOMES:
             spans.add_metric([outcome], st.get(key, 0))
         yield spans
         yield CounterMetricFamily("ringtrace_otlp_export_retries", "OTLP export requests retried.",
                                   value=st.get("export_retries", 0))
-        yield GaugeMetricFamily("ringtrace_otlp_pending_spans", "Spans queued for export right now.",
+        yield GaugeMetricFamily("ringtrace_otlp_pending_spans", "Spans of the run being exported not yet sent.",
                                 value=st.get("pending_spans", 0))

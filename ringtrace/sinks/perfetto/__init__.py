@@ -40,15 +40,15 @@ and its counter tracks); site names are interned per sequence.  Packets are writ
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from ringtrace.model.records import RunFinished, SinkEvent, Source
+from ringtrace.sinks.base import Sink
+from ringtrace.sources.files import path_hash
 
 from ._file import TraceFile
 from ._json import JsonTrace
@@ -86,7 +86,7 @@ class _Output:
         self.tf.abort()
 
 
-class PerfettoSink:
+class PerfettoSink(Sink):
     """Every source it receives, in one trace at ``path`` (``convert``).
 
     Streams into ``path.with_suffix(path.suffix + ".tmp")`` and renames it to ``path`` in
@@ -144,7 +144,7 @@ _TEMP_NAME = re.compile(r"[A-Za-z0-9._-]+-[0-9a-f]{8}\.(pftrace|json)\.tmp")
 
 def source_hash(source: Source) -> str:
     """8 hex digits of the source's path: tells apart runs with the same labels from different roots."""
-    return hashlib.blake2s(os.fsencode(source.path), digest_size=4).hexdigest()
+    return path_hash(source.path)
 
 
 def trace_file_name(source: Source, fmt: Format = "proto") -> str:
@@ -167,7 +167,7 @@ def trace_file_name(source: Source, fmt: Format = "proto") -> str:
     return name[-190:] + "-" + source_hash(source) + (".pftrace" if fmt == "proto" else ".json")
 
 
-class PerfettoDirSink:
+class PerfettoDirSink(Sink):
     """One trace per finished run in ``directory`` (``watch --perfetto-dir``).
 
     Each run streams into its own temp file (``<name>.tmp``, opened only while a batch is

@@ -8,7 +8,6 @@ memory is O(batch), never O(trace); without it (chrome-json) the bytes are writt
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import zlib
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ringtrace.sinks._varint import LEN, tag, varint
+from ringtrace.sources.files import replace_into
 
 TRACE_PACKET = tag(1, LEN)  # Trace.packet = 1
 PKT_COMPRESSED = tag(50, LEN)  # TracePacket.compressed_packets = 50
@@ -138,7 +138,7 @@ class TraceFile:
             self._stop()
         if self._fh is not None:
             self._fh.close()
-        os.replace(self.tmp, self.path)
+        replace_into(self.tmp, self.path)
 
     def abort(self) -> None:
         """Stop writing, close and remove the temp file (``path`` is left untouched)."""

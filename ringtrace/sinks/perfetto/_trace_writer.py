@@ -29,6 +29,7 @@ from ringtrace.model.records import (
     Source,
     utf8,
 )
+from ringtrace.model.runtime import TABLE as RESOURCE_TABLE
 from ringtrace.model.runtime import fmt_amount
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
@@ -147,7 +148,8 @@ def _ann(prefixes: tuple[bytes, ...], x: int) -> bytes:
     """An int ``debug_annotations`` field from its :func:`annotation_prefixes`."""
     v = varint(x)
     return prefixes[len(v)] + v
-_UNITS = {"task_window": "tasks", "heap": "bytes", "dep_pool": "entries"}
+_UNITS = {r.name: r.unit for r in RESOURCE_TABLE}
+_IN_BYTES = frozenset(r.name for r in RESOURCE_TABLE if r.bytes)
 
 
 def _cap_text(meta: Meta | None, resource: str, ring: int) -> str:
@@ -232,7 +234,7 @@ class ProtoTrace:
                 continue
             uuid = self._uuid()
             counters.append(uuid)
-            unit = pb.CounterDescriptor.UNIT_SIZE_BYTES if res == "heap" else pb.CounterDescriptor.UNIT_COUNT
+            unit = pb.CounterDescriptor.UNIT_SIZE_BYTES if res in _IN_BYTES else pb.CounterDescriptor.UNIT_COUNT
             cap = meta.capacity(res, r) if meta is not None else None
             desc = (f"live {res} on ring {r}: head - tail at each boundary record of the ring; "
                     f"capacity {cap if cap is not None else 'unknown'} {_UNITS[res]}; {TIME_AXIS}")

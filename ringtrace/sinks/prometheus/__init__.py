@@ -46,12 +46,14 @@ from ringtrace.model.records import (
     empty_summary,
     utf8,
 )
+from ringtrace.model.runtime import TABLE as RESOURCE_TABLE
 from ringtrace.model.runtime import usable
 from ringtrace.sinks import ringtrace_version
+from ringtrace.sinks.base import Sink
 
 RUN_LABELS = ("run", "rank", "dispatch")
-_UNIT = {"task_window": "", "heap": "_bytes", "dep_pool": ""}
-_WHAT = {"task_window": "task-window slots", "heap": "heap bytes", "dep_pool": "dep-pool entries"}
+_UNIT = {r.name: r.metric_suffix for r in RESOURCE_TABLE}
+_WHAT = {r.name: r.things for r in RESOURCE_TABLE}
 _PER_RESOURCE = (("capacity", "Capacity of the ring's {} (the file's metadata line)."),
                  ("high_water", "Largest scope high water of the ring's {} (end.head - begin.tail: the backlog when "
                   "the scope began plus all it allocated). Occupancy, not need: reclaim is lazy, so a ring that never "
@@ -176,7 +178,7 @@ def _key(source: Source) -> str:
     return source.path or f"\0{source.name}"
 
 
-class PrometheusSink:
+class PrometheusSink(Sink):
     """A sink keeping live per-run state, exposed on its own :attr:`registry` at scrape time.
 
     ``sink_errors`` returns failures per sink (``FanOut.errors``), ``reader`` the reader's gauges

@@ -1,9 +1,10 @@
-"""The OTLP sink (:class:`ringtrace.sinks.otlp.OtlpSink`): its queue, worker and shutdown, against a real
-receiver fed by the real reader.
+"""The OTLP sink (:class:`ringtrace.sinks.otlp.OtlpSink`): an exporter behind its outlet (the fan-out's
+queue and worker), and its shutdown, against a real receiver fed by the real reader.
 
-What is proven: 100,000 spans with zero loss; a full queue counted without blocking the reader, or
-waited for (back-pressure); shutdown (flush + close, and SIGTERM to a ``watch`` process) within its
-budget with the endpoint blackholed, hanging or down; a raising transport and garbage input counted,
+What is proven: 100,000 spans with zero loss; a stuck sink (a receiver that does not answer) shed by its
+outlet without blocking the reader, its runs that lost events counted as dropped whole, never sent half;
+one-shot outlets that wait and deliver everything; shutdown (the fan-out's, and SIGTERM to a ``watch``
+process) within its budget with the endpoint blackholed, hanging or down; a raising transport and garbage input counted,
 never raised; no silent loss under any faults (every kept span exported, failed or dropped, exactly
 once); the standard ``OTEL_*`` environment honoured (headers, compression, resource, service name).
 """
@@ -25,13 +26,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace.model.records import RunProgress, Scope, Source
+from ringtrace.model.records import RunProgress, Scope, SinkEvent, Source
 from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy
 from ringtrace.sources.paths import find_sources
 from ringtrace.stages.diagnose import Thresholds
-from tests._support.otlp import PROTOCOLS, SMALL_NESTED, Boom, FakeTime, convert, kept_spans, make_sink
+from tests._support.otlp import PROTOCOLS, SMALL_NESTED, Boom, FakeTime, convert, deliver, kept_spans, make_sink
 from tests._support.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver
 from tests._support.samples import FAILED, FLOW, SAMPLES
 from tests._support.sinks import Collect
@@ -44,10 +45,11 @@ from tests._support.writer import wait_for
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_100k_spans_arrive_with_zero_loss(big_run: Path, protocol: Protocol) -> None:
     with OtlpReceiver(keep=True) as rx:
-        sink = make_sink(rx, protocol, max_spans=200_000, max_queued_spans=200_000)
+        sink = make_sink(rx, protocol, max_spans=200_000)
         try:
-            col = convert([big_run], sink, flush=False)
-            assert sink.drain(600)
+            col, fan = deliver([big_run], sink)
+            fan.flush(time.monotonic() + 600)
+            fan.close()
         finally:
             sink.close()
         n = kept_spans(col)
@@ -66,33 +68,46 @@ def test_100k_spans_arrive_with_zero_loss(big_run: Path, protocol: Protocol) -> 
         assert parents - ids == {b""}  # every parent arrived; one root
 
 
-# -- the queue -----------------------------------------------------------------------------------------
+# -- the outlet is the queue ----------------------------------------------------------------------------
 
 
-def test_full_queue_counts_and_never_blocks_the_reader(rx: OtlpReceiver) -> None:
+def test_a_stuck_sink_is_shed_and_its_runs_are_dropped_whole_never_sent_half(rx: OtlpReceiver) -> None:
+    """``watch``'s outlets: the sink waits in a retry (its receiver refused), the reader never waits (submit
+    returns), the outlet finds it stuck and sheds; every run that lost events is counted dropped whole."""
     gate = threading.Event()
-    sink = make_sink(rx, "grpc", timeout=0.5, max_queued_spans=10, sleep=lambda s: gate.wait(30))
-    rx.refuse_next(1)  # the worker's first request fails, and it waits in its retry sleep
-    done: list[Collect] = []
-    reader = threading.Thread(target=lambda: done.append(convert([SAMPLES], sink, flush=False)))
+    sink = make_sink(rx, "grpc", timeout=0.5, sleep=lambda s: gate.wait(30))
+    rx.refuse_next(1)  # the first request fails, and the outlet's worker waits in its retry sleep
+    col = Collect()
+    files, _ = find_sources([str(SAMPLES)])
+    read_files(files, FanOut([col]), Thresholds())
+    runs: dict[str, list[SinkEvent]] = {}
+    for ev in col.events:
+        runs.setdefault(ev.source.path, []).append(ev)
+    batches = list(runs.values())
+    now = [0.0]
+    fan = FanOut([sink])
+    fan.start(clock=lambda: now[0], stuck_after=5.0)
     try:
-        reader.start()
-        reader.join(30)
-        assert not reader.is_alive() and done  # finished while the worker was stuck
-        assert sink.stats()["spans_dropped_queue_full"] > 0  # counted while it is stuck, not at the end
+        fan.submit(batches[0])
+        wait_for(lambda: sink.export_requests >= 1, what="the first request")
+        for batch in batches[1:]:
+            fan.submit(batch)  # returns at once: the reader never waits for the sink
+        now[0] = 10.0
+        fan.check()  # stuck: what it holds is shed (its RunFinished kept)
+        assert fan.dropped["otlp"] > 0
         gate.set()
-        assert sink.drain(30)
+        fan.shutdown(now[0] + 30)
     finally:
         gate.set()
         sink.close()
-    kept = kept_spans(done[0])
+    kept = kept_spans(col)
     assert sink.spans_dropped_queue_full > 0 and sink.spans_failed == 0
     assert sink.spans_exported + sink.spans_dropped_queue_full == kept
-    assert rx.span_count == sink.spans_exported
+    assert rx.span_count == sink.spans_exported and sink.runs_exported >= 1
 
 
-def test_backpressure_mode_waits_and_delivers_everything(rx: OtlpReceiver) -> None:
-    sink = make_sink(rx, "http/protobuf", max_queued_spans=10, backpressure=True)
+def test_one_shot_outlets_wait_and_deliver_everything(rx: OtlpReceiver) -> None:
+    sink = make_sink(rx, "http/protobuf", batch_size=10)
     try:
         col = convert([SAMPLES], sink)
     finally:
@@ -104,14 +119,14 @@ def test_backpressure_mode_waits_and_delivers_everything(rx: OtlpReceiver) -> No
 # -- shutdown within the budget ------------------------------------------------------------------------
 
 
-def shut_down(sink: OtlpSink, budget: float) -> None:
-    """flush(now + budget) then close(), as the app does, in a thread joined with a deadline against hanging
-    (what the sink does at its deadline is what the tests check; how long it takes is not measured)."""
+def shut_down(fan: FanOut, budget: float) -> None:
+    """The fan-out's shutdown (the sink told the deadline at once, then flush and close behind its events),
+    as the app does, in a thread joined with a deadline against hanging (what the sink does at its deadline
+    is what the tests check; how long it takes is not measured)."""
     deadline = time.monotonic() + budget
 
     def shut() -> None:
-        sink.flush(deadline)
-        sink.close()
+        fan.shutdown(deadline)
 
     closer = threading.Thread(target=shut)
     closer.start()
@@ -127,10 +142,10 @@ def test_blackholed_endpoint_close_gives_up_within_the_budget(protocol: Protocol
     deadline, close adds no second wait, and every kept span is counted as failed, with one log line."""
     with Blackhole() as hole:
         sink = OtlpSink(hole.endpoint, protocol, batch_size=100)
-        col = convert([SMALL_NESTED, FAILED], sink, flush=False)
+        col, fan = deliver([SMALL_NESTED, FAILED], sink)
         assert hole.wait_for_bytes(1)
         with caplog.at_level(logging.WARNING, "ringtrace.sinks.otlp"):
-            shut_down(sink, 1.0)
+            shut_down(fan, 1.0)
     kept = kept_spans(col)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept, 0, 0)
     assert sink.spans_failed_at_shutdown == kept and sink.export_retries == 0
@@ -144,8 +159,8 @@ def test_connect_that_hangs_does_not_hold_up_close(protocol: Protocol) -> None:
     """SYNs dropped (a full backlog): connecting hangs; flush + close still end at the deadline."""
     with Blackhole(accept=False) as hole:
         sink = OtlpSink(hole.endpoint, protocol)
-        col = convert([FLOW], sink, flush=False)
-        shut_down(sink, 1.0)
+        col, fan = deliver([FLOW], sink)
+        shut_down(fan, 1.0)
     assert (sink.spans_failed, sink.spans_exported, sink.pending_spans) == (kept_spans(col), 0, 0)
     assert hole.connections == 0
 
@@ -157,16 +172,17 @@ def test_close_during_a_retry_wait_counts_pending_as_failed(protocol: Protocol) 
     rx.stop()
     sink = make_sink(rx, protocol, timeout=0.5,
                      retry=RetryPolicy(first_delay=8.0, max_delay=8.0, max_elapsed=60.0, jitter=0.0))
-    col = convert([SMALL_NESTED, FAILED], sink, flush=False)
-    shut_down(sink, 0.5)  # the worker waits 8 s between tries: flush wakes it
+    col, fan = deliver([SMALL_NESTED, FAILED], sink)
+    wait_for(lambda: sink.export_retries >= 1, what="the first try failed, the retry wait began")
+    shut_down(fan, 0.5)  # the worker waits 8 s between tries: the deadline wakes it
     assert (sink.spans_exported, sink.spans_failed, sink.pending_spans) == (0, kept_spans(col), 0)
     assert sink.export_requests >= 1
 
 
-def test_close_without_flush_flushes_once(rx: OtlpReceiver) -> None:
+def test_close_without_flush_sends_everything_once(rx: OtlpReceiver) -> None:
     sink = make_sink(rx, "grpc")
-    col = convert([FAILED], sink, flush=False)
-    sink.close()
+    col, fan = deliver([FAILED], sink)
+    fan.close()  # queued behind the events: every run was sent first
     sink.close()  # idempotent
     assert sink.spans_exported == kept_spans(col) == rx.span_count
 
@@ -204,17 +220,16 @@ faults = st.one_of(st.just(OK), st.builds(Fault, st.sampled_from([grpc.StatusCod
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(faults, max_size=12), st.sampled_from(PROTOCOLS), st.integers(20, 400), st.integers(50, 2000),
-       st.integers(1, 3))
+@given(st.lists(faults, max_size=12), st.sampled_from(PROTOCOLS), st.integers(20, 400), st.integers(1, 3))
 @pytest.mark.slow  # waits out real deadlines against real sockets
 def test_no_silent_loss_under_any_faults(rx: OtlpReceiver, script: list[Fault], protocol: Protocol,
-                                         batch_size: int, max_queued: int, attempts: int) -> None:
-    """Whatever the receiver answers: every kept span is exported, failed or dropped (queue), exactly once;
+                                         batch_size: int, attempts: int) -> None:
+    """Whatever the receiver answers: every kept span is exported, failed or dropped, exactly once;
     what the receiver stored minus what it rejected is what was counted as exported."""
     rx.clear()
     rx.script(script)
     fake = FakeTime()
-    sink = make_sink(rx, protocol, batch_size=batch_size, max_queued_spans=max_queued, sleep=fake.sleep,
+    sink = make_sink(rx, protocol, batch_size=batch_size, sleep=fake.sleep,
                      clock=fake.clock, retry=RetryPolicy(attempts=attempts, jitter=0.0))
     try:
         col = convert([SMALL_NESTED, FAILED], sink)

@@ -225,7 +225,6 @@ def test_wedged_span_events_agree_with_the_summary(rx: OtlpReceiver, near: float
     sink = OtlpSink(rx.endpoint("grpc"), "grpc")
     try:
         assert not read_files([FLOW], FanOut([col, sink]), th)
-        assert sink.drain(60)
     finally:
         sink.close()
     fin = col.finished[str(FLOW)]

@@ -22,7 +22,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import Labels, RunFinished, RunProgress, SinkEvent, Source
 from ringtrace.model.runtime import usable
-from ringtrace.sinks import FanOut
+from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
@@ -206,7 +206,7 @@ def test_self_metrics() -> None:
     bad = b'{"version": 6, "fatal": true, "dropped": 2, "total": 9, "task_window_max": [8,8,8,8], ' \
           b'"heap_max": [64,64,64,64], "dep_pool_max": [8,8,8,8], "tensormap_max": 10}\nnot json\n\n'
 
-    class Broken:
+    class Broken(Sink):
         name = "broken"
 
         def receive(self, event: SinkEvent) -> None:
