@@ -16,7 +16,9 @@ takes the file's mtime, which a checkout sets) is :data:`SEEN_AT`; the Prometheu
 OTLP sink's ``wall`` are :data:`SEEN_AT`.  The OTLP resource is ``service.name=ringtrace`` alone (the
 host name and the OpenTelemetry version are the machine's), and the versions the outputs carry (the
 ringtrace version in ``ringtrace_build_info`` and the OTLP scope, the Python version) read
-``VERSION``.  Nothing else is touched: ids, keys and figures are what the code makes.
+``VERSION``.  The OTLP ids hash the run's absolute path, so the OTLP sink runs with ``/`` as the working
+directory: the case's relative paths make the same ids in every checkout.  Nothing else is touched: ids,
+keys and figures are what the code makes.
 
 Regenerate every expected file (these and the summary/check ones) with ``make golden`` and review the
 diff (``tests/golden/README.md``).
@@ -145,8 +147,9 @@ def otlp(events: list[SinkEvent]) -> str:
     sink = OtlpSink(None, "grpc", transport=kept, wall=lambda: SEEN_AT,  # type: ignore[arg-type]
                     resource=Resource({"service.name": "ringtrace"}))
     fan = FanOut([sink])
-    fan.receive_all(events)
-    fan.close()
+    with _inside(Path("/")):  # the ids hash the absolute path: the same in every checkout
+        fan.receive_all(events)
+        fan.close()
     requests = [json_format.MessageToDict(ExportTraceServiceRequest.FromString(p)) for p in kept.payloads]
     return _versions(json.dumps(requests, indent=1, sort_keys=True)) + "\n"
 
