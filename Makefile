@@ -54,10 +54,10 @@ pytest: $(STAMP) $(CORE) system-deps otel-newest
 
 test: lint typecheck pytest
 
-# unit and golden tests only (pytest -m "not slow": no watch processes, servers or browsers; about a
-# minute); tests/conftest.py says what is slow
-test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+# unit and golden tests only (pytest -m "not slow": no watch processes, servers or browsers), on two
+# workers (pytest-xdist): under a minute on two cores; tests/conftest.py says what is slow
+test-fast: $(STAMP) $(CORE)
+	$(BIN)/pytest -q -m "not slow" -n 2
 
 # the tables of docs/ that the code holds (metrics, settings, options, error codes); tests/test_docs.py
 # fails when they are stale

@@ -1,14 +1,14 @@
 """Fixtures every test may use (the helpers they are built from live in ``tests/_support/``), and the lanes.
 
-Lanes: ``make test-fast`` runs ``pytest -m "not slow"`` (unit and golden tests, under a minute);
+Lanes: ``make test-fast`` runs ``pytest -m "not slow" -n 2`` (unit and golden tests, about a minute on two cores);
 ``make test`` runs everything.  A test is ``slow`` when it is marked so (``@pytest.mark.slow``, or
 ``pytestmark`` for a whole module: real ``ringtrace`` processes, servers, browsers, large inputs), and
 automatically when it starts agents (it asks for the ``agents`` fixture) or lives in ``tests/e2e``
 or ``tests/deploy``.
 
-* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting of the developer's shell leaks into a test
-  (``RINGTRACE_PURE`` stays: ``make test`` runs the stage and reading tests with it, and the commands
-  those tests start must read with the same path).
+* ``_clean_env`` (autouse): no ``RINGTRACE_*`` setting and no ``COLUMNS`` of the developer's shell (or of
+  pytest-xdist's workers, which set 80) leaks into a test (``RINGTRACE_PURE`` stays: ``make test`` runs
+  the stage and reading tests with it, and the commands those tests start must read with the same path).
 * ``cli`` — ``cli(*argv)`` runs ``ringtrace.cli.main`` in-process and returns a
   :class:`tests._support.cli.Result`; it fails the test if the command printed a traceback.
 * ``write_jsonl`` — write a file of dicts (JSON-encoded as the runtime does) and raw
@@ -33,6 +33,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("RINGTRACE_") and key != "RINGTRACE_PURE":
             monkeypatch.delenv(key)
+    monkeypatch.delenv("COLUMNS", raising=False)  # commands print 160 wide to a pipe unless a test sets it
 
 
 @pytest.fixture
