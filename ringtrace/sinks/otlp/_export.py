@@ -18,13 +18,17 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import math
+import os
+import selectors
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
-from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from http.client import HTTPConnection, HTTPException
 from typing import Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -306,25 +310,36 @@ class HttpTransport:
         if self._gzip:
             self._headers["Content-Encoding"] = "gzip"
         self._conn: HTTPConnection | None = None
+        self._raw: socket.socket | None = None  # the TCP socket under ``_conn`` (or being handed to it)
+        self._wake_r, self._wake_w = socket.socketpair()  # abort writes: a connect in progress ends
         self._lock = threading.Lock()
         self._aborted = False
 
     def _connect(self, timeout: float) -> HTTPConnection:
-        conn = (HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ctx) if self._ctx is not None
-                else HTTPConnection(self._host, self._port, timeout=timeout))
         with self._lock:
             if self._aborted:
                 raise ConnectionAbortedError("shutting down")
+        raw = _connect_or_wake(self._host, self._port, timeout, self._wake_r)
+        with self._lock:
+            self._raw = raw
+            if self._aborted:
+                raise ConnectionAbortedError("shutting down")
+        sock: socket.socket = raw
+        if self._ctx is not None:  # the handshake reads: abort's shutdown of the raw socket wakes it
+            sock = self._ctx.wrap_socket(raw, server_hostname=self._host)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = _Connected(self._host, self._port, timeout, sock)
+        with self._lock:
             self._conn = conn
-        conn.connect()  # outside the lock: abort never waits for a slow connect (bounded by ``timeout``)
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
     def _drop(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
+            conn, self._conn, raw, self._raw = self._conn, None, self._raw, None
         if conn is not None:
             conn.close()
+        elif raw is not None:
+            raw.close()
 
     def send(self, payload: bytes, timeout: float) -> Attempt:
         body = gzip.compress(payload, compresslevel=5) if self._gzip else payload
@@ -360,7 +375,57 @@ class HttpTransport:
     def abort(self) -> None:
         with self._lock:
             self._aborted = True
-            conn = self._conn
-        if conn is not None and conn.sock is not None:
+            raw = self._raw
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")  # wakes a connect in progress (and fails every later one)
+        if raw is not None:
             with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in the worker
+                raw.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in the worker (a TLS handshake too)
+
+
+class _Connected(HTTPConnection):
+    """An ``http.client`` connection over a socket connected (and TLS-wrapped) beforehand."""
+
+    def __init__(self, host: str, port: int, timeout: float, sock: socket.socket) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.sock = sock
+
+    def connect(self) -> None:
+        """Never reconnects by itself: the transport opens a fresh connection (see ``send``)."""
+        raise ConnectionResetError("the connection was closed")
+
+
+def _connect_or_wake(host: str, port: int, timeout: float, wake: socket.socket) -> socket.socket:
+    """A TCP socket connected to ``host:port`` within ``timeout`` (blocking, with that timeout, when it
+    returns), trying each address in turn; ``ConnectionAbortedError`` as soon as ``wake`` is readable:
+    a connect whose SYNs are dropped would otherwise hold the worker for the whole timeout."""
+    until = time.monotonic() + timeout
+    last: OSError = OSError(f"{host}: no address")
+    for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(addr)
+            if code in (errno.EINPROGRESS, errno.EAGAIN):
+                with selectors.DefaultSelector() as sel:
+                    sel.register(wake, selectors.EVENT_READ)
+                    sel.register(sock, selectors.EVENT_WRITE)
+                    ready = {key.fileobj for key, _ in sel.select(max(0.0, until - time.monotonic()))}
+                if wake in ready:
+                    raise ConnectionAbortedError("shutting down")
+                if sock not in ready:
+                    raise TimeoutError("timed out connecting")
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            sock.settimeout(max(0.001, until - time.monotonic()))
+            return sock
+        except ConnectionAbortedError:
+            sock.close()
+            raise
+        except OSError as err:
+            sock.close()
+            last = err
+            if isinstance(err, TimeoutError):
+                break
+    raise last

@@ -16,20 +16,23 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import grpc
+import psutil
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as StockGrpc
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as StockHttp
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy, http_traces_url
-from ringtrace.sinks.otlp._export import resolve
+from ringtrace.sinks.otlp._export import SHUTTING_DOWN, Attempt, HttpTransport, resolve
 from tests._support.otlp import PROTOCOLS, SMALL_NESTED, FakeTime, convert, kept_spans, make_sink, sample_batches
-from tests._support.otlp_receiver import OK, Fault, OtlpReceiver, Tls
+from tests._support.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver, Tls
 from tests._support.samples import FAILED, FLOW
+from tests._support.writer import wait_for
 
 # -- our transports, endpoints, settings, TLS ----------------------------------------------------------
 
@@ -365,3 +368,25 @@ def test_receiver_restarted_mid_run(protocol: Protocol) -> None:
     finally:
         sink.close()
         rx.stop()
+
+
+@pytest.mark.slow  # a real socket whose SYNs are dropped
+def test_abort_cuts_a_connect_whose_syns_are_dropped() -> None:
+    """A request that began before the shutdown, its connect hanging (a full backlog drops the SYNs): abort
+    ends it at once as shutting down (it used to hold the worker for the whole timeout, and the sink was
+    abandoned with its spans neither sent nor counted as failed)."""
+    with Blackhole(accept=False) as hole:
+        transport = HttpTransport(resolve(hole.endpoint, "http/protobuf", 600.0, {}), "test")
+        got: list[Attempt] = []
+        worker = threading.Thread(target=lambda: got.append(transport.send(b"", 600.0)))
+        worker.start()
+
+        def connecting() -> bool:
+            return any(c.status == psutil.CONN_SYN_SENT and c.raddr and c.raddr.port == hole.port
+                       for c in psutil.Process().net_connections("tcp"))
+
+        wait_for(connecting, what="the connect to hang in SYN_SENT")
+        transport.abort()
+        worker.join(60)  # against hanging: the connect's own timeout is 600 s
+        assert not worker.is_alive() and got == [SHUTTING_DOWN]
+        assert transport.send(b"", 600.0) == SHUTTING_DOWN  # and every later request
