@@ -13,10 +13,9 @@ from ringtrace.config import Config
 
 def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
     from ringtrace.demo.run import run_demo
-    from ringtrace.sinks.prometheus.webconfig import WebConfigError
 
     try:
         return run_demo(cfg, args.dir, args.pace, out, args.serve)
-    except (OSError, WebConfigError) as e:
+    except (OSError, ValueError) as e:  # a WebConfigError is a ValueError
         _err(err, f"cannot set up outputs: {e}")
         return EXIT_INPUT

@@ -27,14 +27,13 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a rotation or a closed terminal during start-up: nothing to reopen
 
     from ringtrace.reading.service import assemble
-    from ringtrace.sinks.prometheus.webconfig import WebConfigError
 
     if not cfg.quiet:  # the start line, one line per finished run, the exit line (in --log-format)
         logging.getLogger("ringtrace.watch").setLevel(logging.INFO)
 
     try:
         service = assemble(cfg, list(args.paths))
-    except (OSError, WebConfigError, ValueError) as e:
+    except (OSError, ValueError) as e:  # a WebConfigError is a ValueError
         _err(err, f"cannot set up outputs: {e}")
         return EXIT_INPUT
 

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import aiofiles
-import watchfiles
 
 from ringtrace.config import Config
 from ringtrace.model.records import RunFinished, SinkEvent, Wants
@@ -522,6 +521,8 @@ class App:
                         await self._wait_any(self._watch_changed, self._stopping)
 
     async def _poll_dirs(self, dirs: list[str], recursive: bool, stop: asyncio.Event) -> None:
+        import watchfiles  # --poll only
+
         async for changes in watchfiles.awatch(*dirs, recursive=recursive, debounce=50, step=10,
                                                watch_filter=None, stop_event=stop, force_polling=True,
                                                poll_delay_ms=max(1, int(1000 * self.cfg.poll_interval))):

@@ -91,8 +91,8 @@ class Service:
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
              shutdown_seconds: float = SHUTDOWN_SECONDS, command: str = "watch") -> Service:
     """Everything a watch process needs: ``command``'s sinks from the registry, the app, the metrics server;
-    raises OSError / ValueError (a :class:`~ringtrace.reading.registry.SetupError`) / WebConfigError for
-    unusable outputs.  Each exporter is imported only when configured.
+    raises OSError / ValueError (a :class:`~ringtrace.reading.registry.SetupError`, a web config's
+    ``WebConfigError``) for unusable outputs.  Each exporter is imported only when configured.
 
     ``shutdown_seconds`` is the one shutdown budget, the app's (see the module docstring)."""
     app: App | None = None

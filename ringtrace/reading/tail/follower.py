@@ -67,9 +67,10 @@ import stat
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import msgspec
+import xxhash
 
 from ringtrace.model.records import WANT_ALL, FinishReason, HostLog, Labels, RunFinished, SinkEvent, Source, Wants
 from ringtrace.sources.paths import source_labels
@@ -87,6 +88,29 @@ SETTLE = 0.5
 The runtime writes a whole file within about 60 ms."""
 DIGEST_HEX = 32
 """Hex digits of the content hash kept (128 bits)."""
+XXH3 = "xxh3:"
+"""How a digest made by :func:`new_content` begins; one without it was saved by an older ringtrace (SHA-256)."""
+
+
+
+class Hasher(Protocol):
+    """What the follower needs of a hash object (hashlib's and xxhash's)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+
+def new_content(saved: str = "") -> Hasher:
+    """The content hash of a run's bytes: XXH3-128 (about 18x cheaper than SHA-256 per MB; an identity, not a
+    defence); to check a ``saved`` digest of an older ringtrace, SHA-256 as it was made."""
+    return hashlib.sha256() if saved and not saved.startswith(XXH3) else xxhash.xxh3_128()
+
+
+def digest_of(h: Hasher) -> str:
+    """The digest kept for ``h`` (see :data:`XXH3`)."""
+    return (XXH3 if isinstance(h, xxhash.xxh3_128) else "") + h.hexdigest()[:DIGEST_HEX]
 
 FileId = tuple[int, int]
 """(st_dev, st_ino)."""
@@ -206,7 +230,7 @@ class Follower:
         self.guard = b""  # the last GUARD bytes read, ending at offset
         self.first_line = b""  # up to the first newline (or GUARD bytes), to recognise a rewrite
         self.last_change = 0.0  # monotonic time bytes last arrived or the file last changed
-        self.content = hashlib.sha256()  # of the run's bytes [0, offset) (between runs: of a check's bytes)
+        self.content: Hasher = new_content()  # of the run's bytes [0, offset) (between runs: of a check's bytes)
         self.read_mtime = 0  # the file's mtime at the look whose bytes were read last
         self.complete = False  # every promised record has arrived; waiting ``settle`` quiet seconds for more
         self.finished: Finished | None = None  # the last finished run's identity (None: none, or cut short)
@@ -254,7 +278,7 @@ class Follower:
         self.guard = b""
         self.first_line = b""
         self.last_change = now
-        self.content = hashlib.sha256()
+        self.content = new_content()
         self.read_mtime = st.st_mtime_ns
         self.complete = False
         self.finished = None  # the file no longer holds that run
@@ -293,7 +317,7 @@ class Follower:
         if reason in ("complete", "idle", "eof") and self.ident is not None:
             fin = Finished(self.ident[0], self.ident[1], self.offset,
                            mtime_ns or self.read_mtime,
-                           self.content.hexdigest()[:DIGEST_HEX], run.source.path, run.source.generation,
+                           digest_of(self.content), run.source.path, run.source.generation,
                            keys).fixed()
             self.finished = fin
             self.inodes.remember(fin)
@@ -359,7 +383,7 @@ class Follower:
             else:  # only its mtime changed, or bytes were appended after the finish, perhaps: hash it to know
                 self.checking = own._replace(dev=st.st_dev)
                 self._check_at = 0
-                self.content = hashlib.sha256()
+                self.content = new_content(own.digest)
                 return Slice(0, 0, min(SLICE, own.size), st.st_size)
         self._start(fid, st, now, wall)
         return None
@@ -404,7 +428,7 @@ class Follower:
         if self._check_at < chk.size:
             return True
         self.checking = None
-        if self.content.hexdigest()[:DIGEST_HEX] != chk.digest:
+        if digest_of(self.content) != chk.digest:
             self._start((st.st_dev, st.st_ino), st, now, self._wall)  # another content: a new version
             return True
         if st.st_size == chk.size:

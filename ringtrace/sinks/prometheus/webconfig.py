@@ -46,8 +46,9 @@ _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min
 _UNSUPPORTED_TLS = {"cipher_suites", "curve_preferences", "client_allowed_sans", "cert", "key"}
 
 
-class WebConfigError(Exception):
-    """The web config file is unreadable, invalid or refused; the message names the file and the key."""
+class WebConfigError(ValueError):
+    """The web config file is unreadable, invalid or refused; the message names the file and the key (a
+    ``ValueError``: the commands report it as any unusable setting, without importing this module)."""
 
 
 @dataclass(frozen=True)

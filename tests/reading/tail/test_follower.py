@@ -7,11 +7,13 @@ fake monotonic time.  Results are compared with a one-shot read of the same byte
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 from pathlib import Path
 
 from ringtrace.model.records import Problem, RunProgress, RunStarted, SinkEvent
-from ringtrace.reading.tail.follower import Follower
+from ringtrace.reading.tail.follower import SLICE, XXH3, Follower
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished, one_shot
@@ -182,3 +184,22 @@ def test_identical_first_lines_in_two_files_are_not_confused(tmp_path: Path, wri
     assert ra[0].summary.records == 1362
     assert fb.run is not None and fb.run.pairer.records == 199
     assert finished(rb) == []
+
+
+def test_a_digest_saved_by_an_older_ringtrace_is_checked_as_it_was_made(tmp_path: Path) -> None:
+    """Digests are XXH3-128 now; a finished run whose saved digest is SHA-256 (state version 3) is still
+    recognised after its file's mtime changed, and a wrong one still starts a new run."""
+    path = tmp_path / "scope_stats.jsonl"
+    data = PAGED.read_bytes()
+    path.write_bytes(data)
+    f = follower(path)
+    assert len(finished(f.poll(1.0, 1e9))) == 1
+    assert f.finished is not None and f.finished.digest.startswith(XXH3)
+    for saved, again in ((hashlib.sha256(data).hexdigest()[:32], 0), (hashlib.sha256(b"other").hexdigest()[:32], 1)):
+        f.finished = f.finished._replace(digest=saved)
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # touched: hashed again to know
+        events: list[SinkEvent] = []
+        for _ in range(len(data) // SLICE + 3):
+            events += f.poll(2.0, 1e9)
+        assert len(finished(events)) == again, saved
