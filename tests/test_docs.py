@@ -42,6 +42,31 @@ def test_the_readme_is_a_front_door_with_the_real_synopsis(monkeypatch: pytest.M
         assert (ROOT / link).is_file(), link
 
 
+def test_the_readme_says_what_the_commands_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's samples ("What it says") are the commands' output on the committed real runs, line for
+    line (its ``...`` lines stand for lines left out)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.chdir(ROOT / "tests/fixtures/realsim/loops/bgemm")
+    text = README.read_text().split("## What it says", 1)[1].split("## Synopsis", 1)[0]
+    blocks = re.findall(r"```\n(.*?)\n```", text, re.S)
+    said: list[tuple[list[str], str]] = []  # (argv, the sample's lines)
+    first = blocks[0].split("$ ringtrace ")[1:]
+    for part in first:
+        argv, _, lines = part.partition("\n")
+        said.append((argv.split(), lines))
+    said.append((["advise", "outputs/"], blocks[1]))
+    for argv, sample in said:
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            main(argv)
+        real = buf.getvalue().splitlines()
+        for line in sample.splitlines():
+            if line.strip() in ("...", ""):
+                continue
+            cut = line.removesuffix(" ...")
+            assert any(r.startswith(cut) if cut != line else r == line for r in real), (argv, line)
+
+
 def test_every_command_has_its_section_and_every_alert_its_runbook() -> None:
     commands = (DOCS / "commands.md").read_text() + (DOCS / "outputs.md").read_text() + \
         (DOCS / "operations.md").read_text()

@@ -29,6 +29,7 @@ from ringtrace.cli.overview import (
 )
 from ringtrace.config import Config
 from ringtrace.model.records import Advice, RunAdvice, RunFinished
+from ringtrace.report.text import print_trimmed
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
@@ -98,7 +99,7 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
         for a in pa.advice:
             table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
                           fmt(a.resource, a.estimate), _what(a))
-        console.print(table)
+        print_trimmed(console, table)
         for a in pa.advice:
             console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
     if pa.run_config:
@@ -124,7 +125,7 @@ def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
         what = _what(a)
         table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
                       fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
-    console.print(table)
+    print_trimmed(console, table)
     for a in ra.advice:
         console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
     for fix in ra.kernel_fixes:

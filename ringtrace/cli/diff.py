@@ -18,6 +18,7 @@ from ringtrace.analysis.diff import RingSide, TreeDiff
 from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from ringtrace.config import Config
 from ringtrace.model.records import Finding
+from ringtrace.report.text import print_trimmed
 
 
 def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
@@ -106,7 +107,7 @@ def render_diff(console: Console, tree: TreeDiff) -> None:
                           _pct_arrow(b.high_water_ratio if b else None, a.high_water_ratio if a else None),
                           _arrow(d.resource, b.alloc if b else None, a.alloc if a else None),
                           _arrow(d.resource, b.live_at_exit if b else None, a.live_at_exit if a else None))
-        console.print(table)
+        print_trimmed(console, table)
         for d in p.rings:
             if d.before and d.after and d.before.high_water_site != d.after.high_water_site:
                 console.print(Text(f"  ring {d.ring} {d.resource} peak site: {d.before.high_water_site} -> "

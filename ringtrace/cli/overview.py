@@ -13,6 +13,7 @@ from rich.text import Text
 from ringtrace.analysis.advise import DEFAULT_HEADROOM, RunFacts, advise_runs, fmt
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunAdvice, RunFinished
+from ringtrace.report.text import print_trimmed
 
 
 def problem_counts(fin: RunFinished) -> tuple[int, int]:
@@ -126,7 +127,7 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
         table.add_column(col, overflow="fold", width=width, no_wrap=col in ("check", "problems"))
     for cells in rows:
         table.add_row(*(cells[c] for c in cols))
-    console.print(table, soft_wrap=False)
+    print_trimmed(console, table)
     console.print()
 
 

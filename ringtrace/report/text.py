@@ -6,9 +6,9 @@ console it is given and never reads files.
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markup import escape
-from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -19,9 +19,34 @@ from ringtrace.stages.diagnose import describe_log, fmt_amount
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+class _Trimmed:
+    """``inner``'s lines without the spaces rich pads them with (a table pads every cell to its column)."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.inner, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.strip():
+                line.pop()
+            if line:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+            yield from line
+            yield Segment.line()
+
+
+def print_trimmed(console: Console, table: RenderableType) -> None:
+    """Print ``table`` (or any renderable) with no line ending in spaces."""
+    console.print(_Trimmed(table), soft_wrap=False)
+
+
 def _sentence(console: Console, text: Text) -> None:
-    """A finding or note: indented two columns and wrapped at the console's width (not 300 wide)."""
-    console.print(Padding(text, (0, 0, 0, 2), expand=False), soft_wrap=False, highlight=False)
+    """A verdict, finding or note: indented two columns, wrapped at the console's width (not 300 wide) at
+    word boundaries, no line padded with spaces."""
+    for line in text.wrap(console, max(20, console.width - 2)):
+        line.rstrip()
+        console.print(Text("  ").append_text(line), soft_wrap=True, highlight=False)
 
 
 def render_run(console: Console, fin: RunFinished) -> None:
@@ -39,10 +64,10 @@ def render_run(console: Console, fin: RunFinished) -> None:
                  f"ends {s.unmatched_ends}  parse errors {s.parse_errors}")
     console.print(head)
     v = fin.verdict
-    verdict = Text("  verdict ", style="bold")
+    verdict = Text("verdict ", style="bold")
     verdict.append(v.severity, style=_STYLE.get(v.severity, "green"))
     verdict.append(f": {v.text}")
-    console.print(verdict, soft_wrap=False, highlight=False)
+    _sentence(console, verdict)
     if log is not None:  # sentences: wrapped at the console's width
         said = describe_log(log) if log.failed else "no failure reported"
         _sentence(console, Text(f"host log {log.path}: {said}"))
@@ -70,7 +95,7 @@ def render_run(console: Console, fin: RunFinished) -> None:
     table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), "", "", str(tm.peak), "", "",
                   Text(tm.peak_site))
     if records:
-        console.print(table)
+        print_trimmed(console, table)
     if s.wedged:
         console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
         for w in s.wedged:

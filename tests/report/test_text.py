@@ -2,7 +2,7 @@
 
 Each case reads a real file through the one-shot reader, renders it into a recording console and
 checks the text against the run's own records: every wedged scope by line, every finding, one
-table row per ring and resource in use, and no line wider than the console.
+table row per ring and resource in use, no line wider than the console and none ending in spaces.
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ def test_a_wedged_run_lists_every_wedged_scope_and_finding(width: int) -> None:
         assert f"{f.severity} {f.rule}:" in squashed
         assert " ".join(f.message.split())[:40] in squashed  # wrapped at the width, never cut
     assert max(map(len, lines)) <= width
+    assert [line for line in lines if line.endswith(" ")] == []  # no line padded with spaces
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("  verdict "))
+    header = next(i for i, line in enumerate(lines) if line.startswith("ring "))
+    assert header - verdict >= 2 and all(line.startswith("  ") for line in lines[verdict:header])  # wrapped, indented
 
 
 def test_a_clean_run_has_one_row_per_ring_and_resource_and_no_wedge() -> None:
