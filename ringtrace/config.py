@@ -77,7 +77,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 
 FIELDS: tuple[str, ...] = tuple(f for f in Config.__struct_fields__ if f != "otel_env")
-FLOAT_FIELDS: tuple[str, ...] = tuple(n for n, t in get_type_hints(Config).items() if t is float)
+FIELD_TYPES: dict[str, Any] = get_type_hints(Config)
+"""Each field's type, evaluated once (the annotations are strings: evaluating them is ~0.3 ms a time)."""
+FLOAT_FIELDS: tuple[str, ...] = tuple(n for n, t in FIELD_TYPES.items() if t is float)
 SECONDS_FIELDS = ("poll_interval", "rescan_interval", "idle_timeout", "series_ttl", "sink_stuck_timeout")
 MAX_SECONDS = 366 * 86400
 """Durations above a year are refused (they also overflow thread and socket timeouts)."""
@@ -184,5 +186,5 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
 
 def literal_choices(name: str) -> tuple[str, ...]:
     """The allowed values of a Literal-typed field (for argparse ``choices``)."""
-    tp: Any = get_type_hints(Config)[name]
+    tp = FIELD_TYPES[name]
     return tuple(get_args(tp)) if get_origin(tp) is Literal else ()

@@ -34,6 +34,18 @@ def test_summary_and_check_load_no_exporter_library(command: str) -> None:
     assert exit_code in ("0", "1") and loaded == "[]"  # the command ran (check may fail the gate) and loaded none
 
 
+def test_summary_as_json_imports_no_rich_unless_it_prints_through_it() -> None:
+    """The consoles are made when a command first prints through them (``cli.common.Consoles``): ``summary
+    --format json`` writes its JSON itself, and a clean file has nothing for stderr; a table needs rich."""
+    sample = SAMPLES / "outputs" / "TestScopeStats_default_20261130_101210"
+    for argv, rich in ((["summary", "--format", "json", str(sample)], False), (["summary", str(sample)], True)):
+        code = ("import sys\nfrom ringtrace import cli\n"
+                f"code = cli.main({argv!r})\n"
+                "print(code, 'rich' in sys.modules)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        assert out.stdout.splitlines()[-1] == f"0 {rich}", argv
+
+
 def test_the_pure_stages_work_through_the_public_api() -> None:
     run = ringtrace.Run(ringtrace.Source("x.jsonl"))
     data = (b'{"version": 6, "fatal": false, "dropped": 0, "total": 2, "task_window_max": [4, 4, 4, 4], '

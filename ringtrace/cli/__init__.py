@@ -23,10 +23,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from ringtrace import config as config_mod
-from ringtrace.cli.common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE
+from ringtrace.cli.common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_PIPE, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.parser import HELP, build_parser
 from ringtrace.config import Config, ConfigError
@@ -34,21 +32,14 @@ from ringtrace.config import Config, ConfigError
 __all__ = ["HELP", "build_parser", "main", "run"]
 
 COMMANDS: tuple[str, ...] = tuple(HELP)
-"""One module per command, ``ringtrace.cli.<name>``, each with ``run(args, cfg, out, err) -> exit code``:
-imported when its command runs, so a command loads only what it uses."""
+"""One module per command, ``ringtrace.cli.<name>``, each with ``run(args, cfg, io) -> exit code`` (``io``: its
+:class:`~ringtrace.cli.common.Consoles`, made when first printed to): imported when its command runs, so a
+command loads only what it uses."""
 
 
 def _config(args: argparse.Namespace) -> Config:
     return config_mod.build({k: v for k, v in vars(args).items()
                              if k not in ("command", "paths", "dir", "pace", "serve", "output")})
-
-
-class _Console(Console):
-    """A console that lets a closed standard output end the command with ``EXIT_PIPE``, not exit 1."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
 
 
 class _JsonFormatter(logging.Formatter):
@@ -70,18 +61,16 @@ def _setup_logging(level: str, fmt: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    err = Console(stderr=True)
-    # a terminal (or COLUMNS) sets the width; a pipe or file gets 160 columns
-    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+    io = Consoles()
     try:
         cfg = _config(args)
     except ConfigError as e:
-        _err(err, str(e))
+        _err(io.err, str(e))
         return EXIT_INPUT
     _setup_logging(cfg.log_level, cfg.log_format)
     command = importlib.import_module(f"ringtrace.cli.{args.command}")
     try:
-        code: int = command.run(args, cfg, out, err)
+        code: int = command.run(args, cfg, io)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly

@@ -23,7 +23,7 @@ from ringtrace.analysis.advise import (
     run_config_json,
     snippet,
 )
-from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.overview import (
     render_overview,
 )
@@ -36,14 +36,14 @@ def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
     return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.cli import common
 
     headroom = cfg.headroom
     if not 0 <= headroom <= 10:
-        common.err_line(err, f"--headroom {headroom}: must be between 0 and 10")
+        common.err_line(io.err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
-    summary, ok = common.read_inputs(args.paths, cfg, [], err, args.host_logs)
+    summary, ok = common.read_inputs(args.paths, cfg, [], io, args.host_logs)
     fins = list(summary.finished)  # a run known from its host log alone is evidence too
     run_facts = facts(fins)
     programs = advise_programs(run_facts, headroom, args.program or "")
@@ -53,12 +53,12 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
         sys.stdout.write(json.dumps(advise_json(files, advice, programs), indent=1) + "\n")
     else:
         for pa in programs:
-            render_program(out, pa)
+            render_program(io.out, pa)
         if args.each:
             if len(files) > 1:
-                render_overview(out, files, advice)
+                render_overview(io.out, files, advice)
             for fin in files:
-                render_advice(out, fin, advice[files.index(fin)])
+                render_advice(io.out, fin, advice[files.index(fin)])
     return EXIT_OK if ok else EXIT_INPUT
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
 from ringtrace.analysis.need import proven_need
-from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.cli.common import unreadable as _unreadable
@@ -37,16 +35,16 @@ def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
     return out
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     try:
         expect = hostlog_cli.parse_expect(args.expect) if args.expect else None
     except hostlog_cli.ExpectError as e:
-        _err(err, str(e))
+        _err(io.err, str(e))
         return EXIT_INPUT
-    summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
+    summary, ok = _read(args.paths, cfg, [], io, args.host_logs)
     failed = False
     verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.expect_reasons(fin, expect) for fin in summary.finished}
-    glance(out, summary.finished, True, {k: not v for k, v in verdicts.items()}, cfg.headroom)  # a line each below
+    glance(io.out, summary.finished, True, {k: not v for k, v in verdicts.items()}, cfg.headroom)  # a line each below
     for fin in summary.finished:
         reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)
@@ -57,7 +55,7 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
-        out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
+        io.out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
                   highlight=False)
     if not ok:
         return EXIT_INPUT

@@ -4,38 +4,36 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
-from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.config import Config
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.reading.registry import Context, SetupError, build_sinks
 
     try:
         built = build_sinks(cfg, Context("convert", output=args.output or ""))
     except SetupError as e:
         if isinstance(e.error, OSError):
-            _err(err, f"{e.where}: cannot write: {e.error.strerror or e.error}")
+            _err(io.err, f"{e.where}: cannot write: {e.error.strerror or e.error}")
         else:  # the SDK exporter rejects a bad OTEL_EXPORTER_OTLP_* value
-            _err(err, f"cannot set up {e.spec.title or e.spec.name}: {e.error}")
+            _err(io.err, f"cannot set up {e.spec.title or e.spec.name}: {e.error}")
         return EXIT_INPUT
     if not built:
-        _err(err, "convert: nothing to write: give -o FILE (Perfetto) and/or --otlp-endpoint URL")
+        _err(io.err, "convert: nothing to write: give -o FILE (Perfetto) and/or --otlp-endpoint URL")
         return EXIT_INPUT
-    summary, ok = _read(args.paths, cfg, [sink for _, sink in built], err, args.host_logs)
+    summary, ok = _read(args.paths, cfg, [sink for _, sink in built], io, args.host_logs)
     failed = False
     for spec, sink in built:
         if spec.outcome is None:
             continue
         lines, errors, bad = spec.outcome(sink, len(summary.finished))
         for line in errors:
-            _err(err, line)
+            _err(io.err, line)
         for line in lines:
-            out.print(line, highlight=False)
+            io.out.print(line, highlight=False)
         if bad and errors:
             ok = False
         elif bad:

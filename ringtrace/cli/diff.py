@@ -15,27 +15,27 @@ from ringtrace.analysis.advise import (
     fmt,
 )
 from ringtrace.analysis.diff import RingSide, TreeDiff
-from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.config import Config
 from ringtrace.model.records import Finding
 from ringtrace.report.text import print_trimmed
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.analysis.diff import match
     from ringtrace.cli import common
 
     limit = args.fail_on_regression
     if limit is not None and limit < 0:
-        common.err_line(err, f"--fail-on-regression {limit}: must be >= 0")
+        common.err_line(io.err, f"--fail-on-regression {limit}: must be >= 0")
         return EXIT_INPUT
-    a, ok_a = common.read_inputs([args.paths[0]], cfg, [], err)
-    b, ok_b = common.read_inputs([args.paths[1]], cfg, [], err)
+    a, ok_a = common.read_inputs([args.paths[0]], cfg, [], io)
+    b, ok_b = common.read_inputs([args.paths[1]], cfg, [], io)
     tree = match(a.finished, b.finished, limit)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(diff_json(tree), indent=1) + "\n")
     else:
-        render_diff(out, tree)
+        render_diff(io.out, tree)
     if not (ok_a and ok_b):
         return EXIT_INPUT
     return EXIT_FAIL if any(p.regressions for p in tree.pairs) else EXIT_OK

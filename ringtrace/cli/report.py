@@ -5,20 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
-from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.config import Config
 from ringtrace.sources.files import write_atomic
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.report import ReportCollector, render, report_paths
 
     collector = ReportCollector()
-    summary, ok = _read(args.paths, cfg, [collector], err, args.host_logs)
+    summary, ok = _read(args.paths, cfg, [collector], io, args.host_logs)
     if not summary.finished:
         return EXIT_INPUT
     page = render(collector, cfg.headroom, f"ringtrace report: {report_paths(summary.finished)}")
@@ -26,8 +24,8 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
     try:
         write_atomic(target, page.encode("utf-8"))
     except OSError as e:
-        _err(err, f"{args.output}: cannot write: {e.strerror or e}")
+        _err(io.err, f"{args.output}: cannot write: {e.strerror or e}")
         return EXIT_INPUT
-    out.print(f"wrote {args.output}: {len(summary.finished)} source(s), {len(page.encode()) / 1024:.0f} KiB; "
+    io.out.print(f"wrote {args.output}: {len(summary.finished)} source(s), {len(page.encode()) / 1024:.0f} KiB; "
               "open it in any browser (no network needed)", highlight=False)
     return EXIT_OK if ok else EXIT_INPUT

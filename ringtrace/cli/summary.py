@@ -6,16 +6,14 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
-
-from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.cli.common import unreadable as _unreadable
 from ringtrace.config import Config
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
-    summary, ok = _read(args.paths, cfg, [], err, args.host_logs)
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
+    summary, ok = _read(args.paths, cfg, [], io, args.host_logs)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
     else:  # the tables' modules (rich.table, the report package) only when tables are printed
@@ -23,6 +21,6 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
         from ringtrace.report.text import render_run
 
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
-        for fin in glance(out, readable, args.details, headroom=cfg.headroom):
-            render_run(out, fin)
+        for fin in glance(io.out, readable, args.details, headroom=cfg.headroom):
+            render_run(io.out, fin)
     return EXIT_OK if ok else EXIT_INPUT

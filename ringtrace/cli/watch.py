@@ -6,9 +6,7 @@ import argparse
 import errno
 import logging
 
-from rich.console import Console
-
-from ringtrace.cli.common import EXIT_INPUT, EXIT_OK
+from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.config import Config
 
@@ -18,7 +16,7 @@ def _stop_before_start(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_OK)
 
 
-def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     import asyncio
     import signal
 
@@ -34,7 +32,7 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
     try:
         service = assemble(cfg, list(args.paths))
     except (OSError, ValueError) as e:  # a WebConfigError is a ValueError
-        _err(err, f"cannot set up outputs: {e}")
+        _err(io.err, f"cannot set up outputs: {e}")
         return EXIT_INPUT
 
     async def serve() -> int:
@@ -42,15 +40,15 @@ def run(args: argparse.Namespace, cfg: Config, out: Console, err: Console) -> in
             await service.start()  # the metrics server binds in the loop that serves it
         except OSError as e:
             if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-                _err(err, f"--metrics-addr {cfg.metrics_addr}: {e.strerror or e} (another exporter may listen "
+                _err(io.err, f"--metrics-addr {cfg.metrics_addr}: {e.strerror or e} (another exporter may listen "
                           "there: pick another HOST:PORT, or port 0 for any free one)")
             else:
-                _err(err, f"cannot set up outputs: {e}")
+                _err(io.err, f"cannot set up outputs: {e}")
             return EXIT_INPUT
         return await service.run()
 
     code = asyncio.run(serve())
     for name, count in service.fanout.errors.items():
         if count:
-            _err(err, f"sink {name} failed {count} time(s)")
+            _err(io.err, f"sink {name} failed {count} time(s)")
     return code

@@ -301,6 +301,35 @@ class RunProgress(msgspec.Struct, frozen=True):
 
 FinishReason = Literal["complete", "idle", "rewritten", "deleted", "shutdown", "eof"]
 
+Column = tuple[int, int, int, int, str, int, int]
+"""One column of a :class:`Band`: ``(first x, least value, greatest value, x of the greatest, and the site,
+depth and begin line of the record or scope that had the greatest value)`` (a record's begin line is 0)."""
+
+
+class Band(msgspec.Struct, frozen=True, gc=False):
+    """One bounded series of a run's picture over the record lines (``ringtrace.stages.bands``): column ``k``
+    covers the lines ``x`` with ``x >> shift == k`` (only columns with samples are listed, in x order) and keeps
+    their extremes, the first sample at the greatest (M4-style: exact at its resolution)."""
+
+    ring: int  # -1: the tensormap, which is not per ring
+    resource: int  # index into RESOURCES (-1: the tensormap)
+    shift: int
+    columns: tuple[Column, ...]
+
+
+class Bands(msgspec.Struct, frozen=True):
+    """What the report draws of a run, whatever its length: at most ``2 * width`` columns per band, folded as
+    the records were read (``Wants.bands``).  ``occupancy``: head - tail of each ring resource at every record
+    (the dep pool where the record has one); ``high_water``: each paired scope's high water at its end line;
+    both in (ring, resource) order, a band only where there was a sample."""
+
+    width: int
+    first_line: int  # the first record's line (0: none)
+    last_line: int  # the last record's line (0: none)
+    tensormap: Band  # the tensormap's live entries at every record
+    occupancy: tuple[Band, ...]
+    high_water: tuple[Band, ...]
+
 
 class WedgeCause(msgspec.Struct, frozen=True):
     """Why a run most likely stopped inside one open scope: diagnosed once (``diagnose.wedge_causes``,
@@ -377,6 +406,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     seen_at: float = 0.0  # as on RunStarted: when the file was first seen (its mtime for one-shot reads)
     verdict: Verdict = NOT_ASSESSED  # the one verdict (``ringtrace.stages.verdict``)
     content_key: str = ""  # the run's identity under any name (file identity, content and mtime, no path); watch only
+    bands: Bands | None = None  # the run's bounded picture, when a sink wants it (``Wants.bands``)
 
     @property
     def wedge_cause(self) -> WedgeCause | None:
@@ -612,14 +642,17 @@ SinkEvent = RunStarted | RunProgress | RunFinished
 
 
 class Wants(NamedTuple):
-    """What a sink reads from :class:`RunProgress` besides its summary and problems.
+    """What a sink reads from :class:`RunProgress` besides its summary and problems, and whether it reads
+    :attr:`RunFinished.bands`.
 
-    A run whose sinks want neither leaves ``records`` and ``events`` empty: nothing per record
-    is built or queued (Prometheus and the events file only need the summaries).
+    A run whose sinks want neither records nor events leaves ``records`` and ``events`` empty: nothing per
+    record is built or queued (Prometheus and the events file only need the summaries).  ``bands``: columns
+    per band of the run's picture (:class:`Bands`, on its :class:`RunFinished`; the report's), 0: none.
     """
 
     records: bool = True
     events: bool = True
+    bands: int = 0
 
 
 WANT_ALL = Wants()

@@ -1,9 +1,11 @@
 """``ringtrace report``: one self-contained HTML page per set of runs, small whatever the runs' size.
 
 :class:`ReportCollector` is a sink (receive / flush / close, called from one thread in event order): it
-keeps per source a bounded picture of the run (:class:`ringtrace.report._source.Picture`) and the finished
-run.  :func:`render` turns what it collected into one HTML file of at most :data:`BUDGET` bytes: no network,
-no CDN (the page's own script draws inline SVG from the data embedded in it), so it opens offline.
+keeps per source the finished run and its bounded picture (:class:`ringtrace.report._source.Picture`), made of
+the bands the reader folded while it read the run (``RunFinished.bands``: it asks for them, and for no record
+or pair event, through its ``wants``).  :func:`render` turns what it collected into one HTML file of at most
+:data:`BUDGET` bytes: no network, no CDN (the page's own script draws inline SVG from the data embedded in
+it), so it opens offline.
 
 The page leads with the verdicts (each run's :class:`~ringtrace.model.records.Verdict`, rendered in a few
 words; several sources: an overview, problems first, and per multi-rank run a rank x dispatch x ring heatmap
@@ -25,7 +27,7 @@ from typing import Any
 import msgspec
 
 from ringtrace.analysis.advise import RunFacts, advise_programs
-from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, RunStarted, SinkEvent
+from ringtrace.model.records import RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, source_data
@@ -42,20 +44,21 @@ _SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 
 class ReportCollector(Sink):
-    """A sink that keeps each source's bounded picture for :func:`render`; O(sources x width) memory."""
+    """A sink that keeps each source's finished run and bounded picture for :func:`render`; O(sources x width)
+    memory.  It reads no records: the reader folds each run's bands (``Wants.bands``, ``RunFinished.bands``)."""
 
     name = "report"
-    wants = WANT_ALL
 
     def __init__(self, width: int = WIDTH) -> None:
         self.width = width
+        self.wants = Wants(records=False, events=False, bands=width)
         self.sources: dict[tuple[str, int], Picture] = {}
         self.order: list[tuple[str, int]] = []
 
-    def _get(self, key: tuple[str, int], lines: int | None = None) -> Picture:
+    def _get(self, key: tuple[str, int]) -> Picture:
         src = self.sources.get(key)
         if src is None:
-            src = self.sources[key] = Picture(self.width, lines)
+            src = self.sources[key] = Picture(self.width)
             self.order.append(key)
         return src
 
@@ -63,12 +66,9 @@ class ReportCollector(Sink):
         key = (event.source.path or (event.host_log.path if isinstance(event, RunFinished) and event.host_log
                                      else ""), event.source.generation)
         if isinstance(event, RunStarted):
-            total = event.meta.total if event.meta is not None else None
-            self._get(key, total + 1 if total else None)  # the records' lines: 2 .. total + 1
-        elif isinstance(event, RunProgress):
-            self._get(key).records(event)
+            self._get(key)  # the page lists sources in the order they started
         elif isinstance(event, RunFinished):
-            self._get(key).finished = event
+            self._get(key).finish(event)
 
     def flush(self, deadline: float) -> None:
         """Nothing is buffered."""
@@ -163,12 +163,12 @@ class ReportDirSink(Sink):
     be written raises, so the fan-out counts it."""
 
     name = "report-dir"
-    wants = WANT_ALL
 
     def __init__(self, directory: Path, headroom: float, width: int = WIDTH) -> None:
         self.directory = directory
         self.headroom = headroom
         self.collector = ReportCollector(width)
+        self.wants = self.collector.wants
         self.written: list[Path] = []
 
     def receive(self, event: SinkEvent) -> None:

@@ -1,8 +1,8 @@
 """One source's part of the page: a bounded picture kept while the run is read, and its data for the page.
 
-:class:`Picture` is fed a run's :class:`RunProgress` events (one thread, in order) and keeps, per ring and
-resource, the occupancy (head - tail at every record) and each scope's high water as
-:class:`~ringtrace.report._series.Series`: at most ``width`` columns each, whatever the run's length.
+:class:`Picture` holds a run's bands (:class:`~ringtrace.model.records.Bands`, folded by the reader as it read
+the records: per ring and resource the occupancy, head - tail at every record, and each scope's high water) as
+:class:`~ringtrace.stages.bands.Series`: at most ``2 * width`` columns each, whatever the run's length.
 
 :func:`source_data` turns a picture and the run's :class:`RunFinished` into the JSON the page draws:
 
@@ -20,56 +20,34 @@ from __future__ import annotations
 from typing import Any
 
 from ringtrace.analysis.need import proven_need
-from ringtrace.model.records import RESOURCES, Deadlock, HostLog, Peak, Record, RunFinished, RunProgress, Scope
+from ringtrace.model.records import RESOURCES, Deadlock, HostLog, Peak, RunFinished
 from ringtrace.model.runtime import RINGS, SINCE_VERSION, error_name
-from ringtrace.report._series import Series
 from ringtrace.sinks.summary import file_object
+from ringtrace.stages.bands import Series
 
 
 class Picture:
-    """What one run's charts need, bounded by ``width`` columns per series."""
+    """One source's slot in the report: its finished run and that run's bands as series, to be merged further
+    for a narrower page (in place: only ever coarser)."""
 
-    def __init__(self, width: int, lines: int | None) -> None:
+    def __init__(self, width: int) -> None:
         self.width = width
-        self.span = -(-lines // width) if lines else 1  # records per column when the run's length is known
         self.occ: dict[tuple[int, int], Series] = {}  # (ring, resource index) -> head - tail at every record
         self.high: dict[tuple[int, int], Series] = {}  # (ring, resource index) -> each scope's high water, at its end
-        self.tensormap = Series(width, self.span)
+        self.tensormap = Series(width)
         self.first_line = 0
         self.last_line = 0
         self.finished: RunFinished | None = None
 
-    def _series(self, table: dict[tuple[int, int], Series], key: tuple[int, int]) -> Series:
-        s = table.get(key)
-        if s is None:
-            s = table[key] = Series(self.width, self.span)
-        return s
-
-    def records(self, event: RunProgress) -> None:
-        """One chunk: grouped per ring, then each series fed a column at a time (C-level min/max)."""
-        recs = event.records
-        if recs:
-            self.tensormap.extend([r.line for r in recs], [r.tensormap for r in recs], recs)
-            self.first_line = self.first_line or recs[0].line
-            self.last_line = recs[-1].line
-            rings = {r.ring for r in recs}
-            for ring in sorted(rings):
-                rs: list[Record] = [r for r in recs if r.ring == ring] if len(rings) > 1 else list(recs)
-                xs = [r.line for r in rs]
-                self._series(self.occ, (ring, 0)).extend(xs, [r.task_window_end - r.task_window_start for r in rs], rs)
-                self._series(self.occ, (ring, 1)).extend(xs, [r.heap_end - r.heap_start for r in rs], rs)
-                if rs[0].dep_pool_end is not None:
-                    self._series(self.occ, (ring, 2)).extend(
-                        xs, [(r.dep_pool_end or 0) - (r.dep_pool_start or 0) for r in rs], rs)
-        every = [e for e in event.events if type(e) is Scope]
-        for ring in sorted({e.ring for e in every}):
-            ss = [e for e in every if e.ring == ring]
-            xs = [e.end_line for e in ss]
-            for i in range(len(RESOURCES)):
-                if ss[0].usage[i] is None:
-                    continue
-                self._series(self.high, (ring, i)).extend(
-                    xs, [u.high_water if (u := e.usage[i]) is not None else 0 for e in ss], ss)
+    def finish(self, fin: RunFinished) -> None:
+        """The run ended: its bands (none when nobody asked the reader for them, or a run without records)."""
+        self.finished = fin
+        b = fin.bands
+        if b is not None:
+            self.occ = {(x.ring, x.resource): Series.of(x, b.width) for x in b.occupancy}
+            self.high = {(x.ring, x.resource): Series.of(x, b.width) for x in b.high_water}
+            self.tensormap = Series.of(b.tensormap, b.width)
+            self.first_line, self.last_line = b.first_line, b.last_line
 
 
 class _Strings:
@@ -104,8 +82,8 @@ def _chart(pic: Picture, fin: RunFinished, ring: int, i: int, width: int, string
     return {
         "ring": ring, "resource": resource, "capacity": cap,
         "need": need.value if need else 0, "need_why": need.why if need else "",
-        "occ": [[c[0], c[1], c[2], c[3], strings(c[4].site), c[4].depth] for c in occ],
-        "high": [[c[3], c[2], strings(c[4].site), c[4].depth, c[4].begin_line] for c in high],
+        "occ": [[c[0], c[1], c[2], c[3], strings(c[4]), c[5]] for c in occ],
+        "high": [[c[3], c[2], strings(c[4]), c[5], c[6]] for c in high],
         "marks": _marks(peak, high, fin, ring, resource),
     }
 
@@ -116,7 +94,7 @@ def _marks(peak: Peak | None, high: list[list[Any]], fin: RunFinished, ring: int
     the chart the verdict names, drawn on the other charts of its ring without a label)."""
     out: list[dict[str, Any]] = []
     if peak is not None and peak.high_water and peak.high_water_site:
-        at = next((c for c in high if c[4].begin_line == peak.high_water_line), None)
+        at = next((c for c in high if c[6] == peak.high_water_line), None)
         end = at[3] if at is not None else peak.high_water_line
         out.append({"kind": "peak", "x": end, "from": peak.high_water_line,
                     "text": f"peak {peak.high_water_site}"})
@@ -184,7 +162,7 @@ def source_data(pic: Picture, fin: RunFinished, width: int) -> dict[str, Any]:
     if _moved(cols):
         tm = {"ring": None, "resource": "tensormap", "capacity": fin.summary.tensormap.capacity, "need": 0,
               "need_why": "", "marks": [], "high": [],
-              "occ": [[c[0], c[1], c[2], c[3], strings(c[4].site), c[4].depth] for c in cols]}
+              "occ": [[c[0], c[1], c[2], c[3], strings(c[4]), c[5]] for c in cols]}
     return {"file": file_object(fin), "name": fin.source.name, "x": [pic.first_line, pic.last_line],
             "charts": charts, "tensormap": tm, "unused": unused, "failure": failure_bar(fin.host_log),
             "strings": list(strings.index)}

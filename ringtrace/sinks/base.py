@@ -17,8 +17,8 @@ caller of ``summary``/``check``, an outlet again in ``convert`` when a sink ``bl
 The optional hooks are methods of the base that do nothing; a sink overrides those it needs:
 
 * :attr:`Sink.wants`: what the sink reads of :class:`~ringtrace.model.records.RunProgress`
-  (everything by default).  When no sink of a fan-out wants records or pair events, the reader builds
-  and queues none.
+  (records and pair events by default), and whether it reads a run's bands (``RunFinished.bands``, the
+  report's).  When no sink of a fan-out wants records or pair events, the reader builds and queues none.
 * :meth:`Sink.reopen`: open the output again at its path (SIGHUP, logrotate's ``postrotate``
   convention).  Only a sink that overrides it is asked (:meth:`Sink.can_reopen`).
 * :meth:`Sink.dropped`: some events of ``source``'s run were dropped before reaching this sink (it was

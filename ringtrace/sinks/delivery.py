@@ -377,9 +377,9 @@ class FanOut:
 
     @property
     def wants(self) -> Wants:
-        """What any of the sinks reads of RunProgress (the union of their ``wants``)."""
+        """What any of the sinks reads of RunProgress (the union of their ``wants``; the widest bands)."""
         each = [s.wants for s in self.sinks]
-        return Wants(any(w.records for w in each), any(w.events for w in each))
+        return Wants(any(w.records for w in each), any(w.events for w in each), max((w.bands for w in each), default=0))
 
     def guard(self, sink: Sink, what: str, call: Callable[[], object]) -> bool:
         """``call()`` on behalf of ``sink``; an exception is logged and counted, never raised (False)."""

@@ -12,11 +12,12 @@
  *   Pairer   ringtrace.stages.pair.Pairer: the same pairing, running maxima, pinned, requests,
  *            depth cap, events and summary.  A Scanner linked to a Pairer pairs each line it takes
  *            without making a Record object (the summary-only readers), or also makes it (sinks
- *            that read records).
+ *            that read records).  Asked to (``bands``), it also folds the report's bands as
+ *            ringtrace.stages.bands.Folder does, from every record and paired scope, without an object.
  *
  * Counters are 128-bit: the decoder's counters fit in int64, but v4/v5 heap counters are unrolled
  * into monotonic ones that Python would let grow past it.  Everything runs under the GIL.
- * tests/stages/test_core_equal.py feeds both paths the same bytes and requires identical results.
+ * tests/stages/test_core.py feeds both paths the same bytes and requires identical results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,8 +36,8 @@ typedef __int128 i128;
 /* -- the Python types, bound once by ringtrace.stages.core (bind) ------------------------------- */
 
 static PyObject *T_Record, *T_Usage, *T_Scope, *T_Abandoned, *T_UnmatchedEnd, *T_OpenScope, *T_Peak,
-    *T_TensormapPeak, *T_RunSummary, *T_CappedSummary, *RESOURCES;
-static PyObject *S_begin, *S_end, *S_empty, *S_capacity, *S_version, *S_tensormap_max, *S_heap_max,
+    *T_TensormapPeak, *T_RunSummary, *T_CappedSummary, *T_Band, *T_Bands, *RESOURCES;
+static PyObject *S_begin, *S_end, *S_empty, *S_capacity, *S_version, *S_tensormap_max, *S_heap_max, *S_total,
     *S_line, *S_site, *S_phase, *S_depth, *S_ring, *S_tws, *S_twe, *S_hs, *S_he, *S_dps, *S_dpe, *S_tm;
 
 static int
@@ -259,6 +260,7 @@ typedef struct {
     i128 heap_held; /* pair._Ring.heap_held: the largest heap alloc of a scope less a possible skipped end */
     char has_batch, batch_full; /* Peak.batch: the record it is read from (pair.Pairer._batch) */
     i128 batch; /* that record's dep_pool_end - dep_pool_start (None as 0) */
+    struct Band *bands[6]; /* the fold: occupancy of each resource, then high water of each (NULL: no sample) */
 } Slot;
 
 typedef struct {
@@ -279,6 +281,11 @@ typedef struct {
     PyObject *pending; /* list of events made by linked pushes, or NULL when events are not kept */
     int keep_events;
     PyObject *sites; /* set: every site that began (RunSummary.sites) */
+    /* the fold of the bands (bands.Folder), when fold_width > 0 */
+    Py_ssize_t fold_width;
+    char fold_started;
+    int64_t fold_shift, fold_first; /* every band's first shift (from the metadata at the first record) */
+    struct Band *fold_tm;
 } Pairer;
 
 static PyTypeObject PairerType;
@@ -507,12 +514,227 @@ set_site(PyObject **slot, PyObject *site)
     Py_XDECREF(old);
 }
 
+/* -- the bands: ringtrace.stages.bands (Series, Folder) ------------------------------------------ */
+
+typedef struct {
+    int64_t x, x_hi, depth, begin; /* first x; x of the greatest; the depth and begin line carried with it */
+    i128 lo, hi;
+    PyObject *site; /* held: the site carried with the greatest */
+} Col;
+
+typedef struct Band {
+    int64_t shift;
+    Py_ssize_t n, cap;
+    Col *cols;
+} Band;
+
+/* ``x >> shift`` as Python computes it (any shift) */
+static inline int64_t
+col_of(int64_t x, int64_t shift)
+{
+    return shift >= 63 ? (x < 0 ? -1 : 0) : x >> shift;
+}
+
+static Band *
+band_new(int64_t shift)
+{
+    Band *s = PyMem_Calloc(1, sizeof(Band));
+    if (s == NULL)
+        PyErr_NoMemory();
+    else
+        s->shift = shift;
+    return s;
+}
+
+static void
+band_free(Band *s)
+{
+    if (s == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < s->n; i++)
+        Py_XDECREF(s->cols[i].site);
+    PyMem_Free(s->cols);
+    PyMem_Free(s);
+}
+
+/* Series._halve: columns merged in pairs (each keeps its least, and its first greatest with what it carries) */
+static void
+band_halve(Band *s)
+{
+    s->shift++;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        Col *c = &s->cols[i];
+        if (k && col_of(s->cols[k - 1].x, s->shift) == col_of(c->x, s->shift)) {
+            Col *m = &s->cols[k - 1];
+            if (c->lo < m->lo)
+                m->lo = c->lo;
+            if (c->hi > m->hi) {
+                m->hi = c->hi;
+                m->x_hi = c->x_hi;
+                m->depth = c->depth;
+                m->begin = c->begin;
+                Py_XSETREF(m->site, c->site); /* c's reference moves to m */
+            } else {
+                Py_CLEAR(c->site);
+            }
+        } else {
+            if (k != i)
+                s->cols[k] = *c; /* moved, with its reference */
+            k++;
+        }
+    }
+    s->n = k;
+}
+
+/* Series.add: one sample at ``x`` (never less than the last) */
+static int
+band_add(Band *s, Py_ssize_t width, int64_t x, i128 v, PyObject *site, int64_t depth, int64_t begin)
+{
+    for (;;) {
+        int64_t b = col_of(x, s->shift);
+        if (s->n) {
+            Col *last = &s->cols[s->n - 1];
+            if (col_of(last->x, s->shift) == b) {
+                if (v < last->lo)
+                    last->lo = v;
+                if (v > last->hi) {
+                    last->hi = v;
+                    last->x_hi = x;
+                    last->depth = depth;
+                    last->begin = begin;
+                    set_site(&last->site, site);
+                }
+                return 0;
+            }
+            if (b >= 2 * (int64_t)width) {
+                band_halve(s);
+                continue;
+            }
+        }
+        if (s->n == s->cap) {
+            Py_ssize_t cap = s->cap ? 2 * s->cap : 16;
+            Col *grown = PyMem_Realloc(s->cols, sizeof(Col) * (size_t)cap);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->cols = grown;
+            s->cap = cap;
+        }
+        Col c = {x, x, depth, begin, v, v, Py_NewRef(site)};
+        s->cols[s->n++] = c;
+        return 0;
+    }
+}
+
+/* bands.span_of, as a shift: max(0, (span - 1).bit_length()) */
+static int
+fold_start(Pairer *self)
+{
+    self->fold_started = 1;
+    self->fold_shift = 0;
+    if (self->meta == Py_None)
+        return 0;
+    PyObject *total = PyObject_GetAttr(self->meta, S_total);
+    if (total == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(total);
+    i128 t = 0;
+    int rc = truth > 0 ? i128_from(total, &t) : truth;
+    Py_DECREF(total);
+    if (rc < 0 || truth == 0)
+        return rc < 0 ? -1 : 0;
+    i128 lines = t + 1;
+    i128 span = lines ? -floordiv(-lines, (i128)self->fold_width) : 1;
+    i128 v = span - 1;
+    if (v < 0)
+        v = -v;
+    while (v > 0) {
+        self->fold_shift++;
+        v >>= 1;
+    }
+    return 0;
+}
+
+static Band *
+slot_band(Pairer *self, Slot *s, int k)
+{
+    if (s->bands[k] == NULL)
+        s->bands[k] = band_new(self->fold_shift);
+    return s->bands[k];
+}
+
+/* Folder.push of one record: the tensormap, and each resource's head - tail on its ring */
+static int
+fold_record(Pairer *self, Slot *s, const Rec *e)
+{
+    if (!self->fold_started) {
+        if (fold_start(self) || (self->fold_tm = band_new(self->fold_shift)) == NULL)
+            return -1;
+        self->fold_first = e->line;
+    }
+    Py_ssize_t w = self->fold_width;
+    Band *tw, *hp, *dp = NULL;
+    if ((tw = slot_band(self, s, 0)) == NULL || (hp = slot_band(self, s, 1)) == NULL
+        || (!e->dpe_none && (dp = slot_band(self, s, 2)) == NULL))
+        return -1;
+    if (band_add(self->fold_tm, w, e->line, e->tm, e->site, e->depth, 0)
+        || band_add(tw, w, e->line, e->twe - e->tws, e->site, e->depth, 0)
+        || band_add(hp, w, e->line, e->he - e->hs, e->site, e->depth, 0))
+        return -1;
+    return dp ? band_add(dp, w, e->line, e->dpe - dps0(e), e->site, e->depth, 0) : 0;
+}
+
+/* Folder.push of one paired scope: each resource's high water on the end's ring, at the end's line */
+static int
+fold_scope(Pairer *self, Slot *s, const Rec *b, const Rec *e, i128 t0, i128 h0, int dp, i128 d0)
+{
+    i128 fig[3] = {t0, h0, d0};
+    for (int i = 0; i < (dp ? 3 : 2); i++) {
+        Band *band = slot_band(self, s, 3 + i);
+        if (band == NULL || band_add(band, self->fold_width, e->line, fig[i], e->site, e->depth, b->line))
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+band_object(const Band *s, int64_t ring, int resource)
+{
+    PyObject *cols = PyTuple_New(s ? s->n : 0);
+    if (cols == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; s && i < s->n; i++) {
+        const Col *c = &s->cols[i];
+        PyObject *t = PyTuple_New(7);
+        if (t == NULL) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+        PyObject *v[7] = {PyLong_FromLongLong(c->x), L(c->lo), L(c->hi), PyLong_FromLongLong(c->x_hi),
+                          NEW(c->site), PyLong_FromLongLong(c->depth), PyLong_FromLongLong(c->begin)};
+        int ok = 1;
+        for (int j = 0; j < 7; j++) {
+            ok &= v[j] != NULL;
+            PyTuple_SET_ITEM(t, j, v[j]);
+        }
+        PyTuple_SET_ITEM(cols, i, t);
+        if (!ok) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+    }
+    return make(T_Band, 4, PyLong_FromLongLong(ring), PyLong_FromLong(resource),
+                PyLong_FromLongLong(s ? s->shift : 0), cols);
+}
+
 /* Pair.push_many's loop body for one record; events into ``events`` (NULL: none made). */
 static int
 pair_one(Pairer *self, const Rec *e, PyObject *events)
 {
     Slot *es = slot_for(self, e->ring);
-    if (es == NULL)
+    if (es == NULL || (self->fold_width && fold_record(self, es, e)))
         return -1;
     es->has_last = 1;
     rec_store(&es->last, e);
@@ -589,6 +811,10 @@ pair_one(Pairer *self, const Rec *e, PyObject *events)
         d2 = x - b->dpe;
     }
     int rc = 0;
+    if (self->fold_width && fold_scope(self, es, b, e, t0, h0, dp, d0)) {
+        rc = -1;
+        goto done;
+    }
     int64_t sets = 0;
     int counted = !self->depth_cap_line;
     if (counted) {
@@ -742,11 +968,16 @@ Pairer_get_pending(Pairer *self, void *closure)
 static int
 Pairer_init(Pairer *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"meta", "keep_events", NULL};
+    static char *kwlist[] = {"meta", "keep_events", "bands", NULL};
     PyObject *meta = Py_None;
     int keep = 1;
-    if (!bound() || !PyArg_ParseTupleAndKeywords(args, kwds, "|Op", kwlist, &meta, &keep))
+    Py_ssize_t width = 0;
+    if (!bound() || !PyArg_ParseTupleAndKeywords(args, kwds, "|Opn", kwlist, &meta, &keep, &width))
         return -1;
+    if (width < 0 || width > ((Py_ssize_t)1 << 40)) {
+        PyErr_SetString(PyExc_ValueError, "bands: columns per band, 0 (none) to 2**40");
+        return -1;
+    }
     if (self->stack != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pairer.__init__ called twice");
         return -1;
@@ -760,6 +991,7 @@ Pairer_init(Pairer *self, PyObject *args, PyObject *kwds)
     if ((self->sites = PySet_New(NULL)) == NULL)
         return -1;
     self->keep_events = keep;
+    self->fold_width = width;
     if (keep && (self->pending = PyList_New(0)) == NULL)
         return -1;
     Py_INCREF(Py_None);
@@ -779,6 +1011,8 @@ Pairer_dealloc(Pairer *self)
         rec_release(&s->last);
         for (int j = 0; j < 9; j++)
             Py_XDECREF(s->sites[j]);
+        for (int j = 0; j < 6; j++)
+            band_free(s->bands[j]);
         PyMem_Free(s);
     }
     PyMem_Free(self->slots);
@@ -787,6 +1021,7 @@ Pairer_dealloc(Pairer *self)
     Py_XDECREF(self->tm_site);
     Py_XDECREF(self->pending);
     Py_XDECREF(self->sites);
+    band_free(self->fold_tm);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1060,6 +1295,39 @@ fail:
     return res;
 }
 
+/* Folder.bands: the bands so far (None unless the pairer folds them) */
+static PyObject *
+Pairer_bands(Pairer *self, PyObject *unused)
+{
+    if (!self->fold_width)
+        Py_RETURN_NONE;
+    Slot **order = PyMem_Malloc(sizeof(Slot *) * (size_t)(self->n_slots ? self->n_slots : 1));
+    if (order == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < self->n_slots; i++)
+        order[i] = self->slots[i];
+    qsort(order, (size_t)self->n_slots, sizeof(Slot *), by_ring);
+    PyObject *parts[2] = {PyList_New(0), PyList_New(0)}, *res = NULL;
+    for (int kind = 0; kind < 2 && parts[0] && parts[1]; kind++) {
+        for (Py_ssize_t r = 0; r < self->n_slots; r++) {
+            for (int i = 0; i < 3; i++) {
+                const Band *band = order[r]->bands[3 * kind + i];
+                if (band != NULL && emit(parts[kind], band_object(band, order[r]->ring, i)))
+                    goto fail;
+            }
+        }
+    }
+    if (parts[0] && parts[1])
+        res = make(T_Bands, 6, PyLong_FromSsize_t(self->fold_width), PyLong_FromLongLong(self->fold_first),
+                   PyLong_FromLongLong(self->fold_started ? self->last_line : 0), band_object(self->fold_tm, -1, -1),
+                   PyList_AsTuple(parts[0]), PyList_AsTuple(parts[1]));
+fail:
+    PyMem_Free(order);
+    Py_XDECREF(parts[0]);
+    Py_XDECREF(parts[1]);
+    return res;
+}
+
 static PyMethodDef Pairer_methods[] = {
     {"push", (PyCFunction)Pairer_push, METH_O, "Push one record; the events it caused (as Pairer.push)."},
     {"push_many", (PyCFunction)Pairer_push_many, METH_O, "Push records in order; their events (as Pairer.push_many)."},
@@ -1068,6 +1336,7 @@ static PyMethodDef Pairer_methods[] = {
     {"take_events", (PyCFunction)Pairer_take_events, METH_NOARGS, "The pending events, in order; the list starts anew."},
     {"open_usage", (PyCFunction)Pairer_open_usage, METH_NOARGS, "As Pairer.open_usage."},
     {"summary", (PyCFunction)(void (*)(void))Pairer_summary, METH_VARARGS | METH_KEYWORDS, "As Pairer.summary."},
+    {"bands", (PyCFunction)Pairer_bands, METH_NOARGS, "As ringtrace.stages.bands.Folder.bands (None: not folded)."},
     {NULL}};
 
 static PyMemberDef Pairer_members[] = {
@@ -1559,18 +1828,18 @@ static PyObject *
 bind(PyObject *mod, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"Record", "Usage", "Scope", "Abandoned", "UnmatchedEnd", "OpenScope", "Peak",
-                             "TensormapPeak", "RunSummary", "CappedSummary", "resources", NULL};
-    PyObject *t[11];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!", kwlist, &t[0], &t[1], &t[2], &t[3], &t[4], &t[5],
-                                     &t[6], &t[7], &t[8], &t[9], &PyTuple_Type, &t[10]))
+                             "TensormapPeak", "RunSummary", "CappedSummary", "Band", "Bands", "resources", NULL};
+    PyObject *t[13];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOO!", kwlist, &t[0], &t[1], &t[2], &t[3], &t[4],
+                                     &t[5], &t[6], &t[7], &t[8], &t[9], &t[10], &t[11], &PyTuple_Type, &t[12]))
         return NULL;
-    if (PyTuple_GET_SIZE(t[10]) != 3) {
+    if (PyTuple_GET_SIZE(t[12]) != 3) {
         PyErr_SetString(PyExc_ValueError, "resources must name three resources");
         return NULL;
     }
-    PyObject **dst[11] = {&T_Record, &T_Usage, &T_Scope, &T_Abandoned, &T_UnmatchedEnd, &T_OpenScope, &T_Peak,
-                          &T_TensormapPeak, &T_RunSummary, &T_CappedSummary, &RESOURCES};
-    for (int i = 0; i < 11; i++)
+    PyObject **dst[13] = {&T_Record, &T_Usage, &T_Scope, &T_Abandoned, &T_UnmatchedEnd, &T_OpenScope, &T_Peak,
+                          &T_TensormapPeak, &T_RunSummary, &T_CappedSummary, &T_Band, &T_Bands, &RESOURCES};
+    for (int i = 0; i < 13; i++)
         Py_XSETREF(*dst[i], Py_NewRef(t[i]));
     Py_RETURN_NONE;
 }
@@ -1578,7 +1847,7 @@ bind(PyObject *mod, PyObject *args, PyObject *kwds)
 static PyMethodDef module_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,
      "bind(Record, Usage, Scope, Abandoned, UnmatchedEnd, OpenScope, Peak, TensormapPeak, RunSummary, "
-     "CappedSummary, resources): the types the core makes (ringtrace.stages.core calls it once)."},
+     "CappedSummary, Band, Bands, resources): the types the core makes (ringtrace.stages.core calls it once)."},
     {NULL}};
 
 static struct PyModuleDef module = {
@@ -1599,7 +1868,7 @@ PyInit__core(void)
         return NULL;
     if (intern(&S_begin, "begin") || intern(&S_end, "end") || intern(&S_empty, "") || intern(&S_capacity, "capacity")
         || intern(&S_version, "version") || intern(&S_tensormap_max, "tensormap_max")
-        || intern(&S_heap_max, "heap_max") || intern(&S_line, "line") || intern(&S_site, "site")
+        || intern(&S_heap_max, "heap_max") || intern(&S_total, "total") || intern(&S_line, "line") || intern(&S_site, "site")
         || intern(&S_phase, "phase") || intern(&S_depth, "depth") || intern(&S_ring, "ring")
         || intern(&S_tws, "task_window_start") || intern(&S_twe, "task_window_end") || intern(&S_hs, "heap_start")
         || intern(&S_he, "heap_end") || intern(&S_dps, "dep_pool_start") || intern(&S_dpe, "dep_pool_end")

@@ -6,7 +6,8 @@ is their twin.  Its scanner takes the lines written exactly as the runtime write
 key order, plain integers, an ASCII site without escapes) and makes the decoder's checks on them; every
 other line (another key order, an escape, a bad value, any line with a problem) is read by the Python
 decoder, so every problem keeps its line, reason and message.  Its pairer pairs as :class:`.pair.Pairer`
-does.  :class:`LinkedDecoder` joins them: each line is paired as soon as it is read, in file order,
+does, and folds the report's bands as :class:`.bands.Folder` does when asked (``bands``).
+:class:`LinkedDecoder` joins them: each line is paired as soon as it is read, in file order,
 without a :class:`Record` object unless a sink reads records (``keep_records``).
 
 :data:`COMPILED`: the core was built (``pip install`` compiles it with the machine's C compiler; without
@@ -21,6 +22,8 @@ import os
 from ringtrace.model.records import (
     RESOURCES,
     Abandoned,
+    Band,
+    Bands,
     Meta,
     OpenScope,
     Peak,
@@ -50,18 +53,19 @@ else:
     BUILT = True
     _core.bind(Record=Record, Usage=Usage, Scope=Scope, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd,
                OpenScope=OpenScope, Peak=Peak, TensormapPeak=TensormapPeak, RunSummary=RunSummary,
-               CappedSummary=CappedSummary, resources=tuple(RESOURCES))
+               CappedSummary=CappedSummary, Band=Band, Bands=Bands, resources=tuple(RESOURCES))
 
 PURE_ENV = "RINGTRACE_PURE"
 COMPILED = BUILT and os.environ.get(PURE_ENV, "") != "1"
 """Read through the compiled core (the default where it was built); ``RINGTRACE_PURE=1``: the pure path."""
 
 
-def pairer(meta: Meta | None = None, keep_events: bool = True) -> _core.Pairer:
-    """A compiled pairer; ``keep_events``: linked pushes keep their events for :meth:`_core.Pairer.take_events`."""
+def pairer(meta: Meta | None = None, keep_events: bool = True, bands: int = 0) -> _core.Pairer:
+    """A compiled pairer; ``keep_events``: linked pushes keep their events for :meth:`_core.Pairer.take_events`;
+    ``bands``: it also folds the run's bands of that width, as :class:`.bands.Folder` does (0: none)."""
     if not BUILT:
         raise RuntimeError("the compiled reading core was not built (no C compiler at install)")
-    return _core.Pairer(meta, keep_events)
+    return _core.Pairer(meta, keep_events, bands)
 
 
 class LinkedDecoder(Decoder):

@@ -6,7 +6,9 @@ once, with the reason the run ended.  Nothing here blocks or raises for bad data
 
 Where the compiled core was built (:data:`ringtrace.stages.core.COMPILED`), a run reads through it: the
 same items, events and summaries as the pure-Python stages, with no :class:`Record` or event object
-made unless the sinks read them (``wants``).
+made unless the sinks read them (``wants``).  When a sink wants the run's bands (``wants.bands``: the report),
+the compiled pairer folds them as it pairs; on the pure path :class:`ringtrace.stages.bands.Folder` folds them
+from the records and events; ``RunFinished.bands`` carries them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 from ringtrace.analysis.advise import advise
 from ringtrace.model.records import (
     WANT_ALL,
+    Bands,
     Finding,
     FinishReason,
     HostLog,
@@ -35,6 +38,7 @@ from ringtrace.model.records import (
 )
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages import core
+from ringtrace.stages.bands import Folder
 from ringtrace.stages.core import LinkedDecoder
 from ringtrace.stages.decode import Decoder, Item
 from ringtrace.stages.diagnose import Thresholds, describe_log, diagnose, wedge_causes
@@ -62,12 +66,15 @@ class Run:
         self.thresholds = thresholds or Thresholds()
         self.decoder: Decoder
         self.pairer: Pairer | _core.Pairer
+        self.folder: Folder | None = None  # the pure path's fold of the bands (the compiled pairer folds its own)
         if core.COMPILED if compiled is None else compiled:
-            self.pairer = pairer = core.pairer(keep_events=wants.events)
+            self.pairer = pairer = core.pairer(keep_events=wants.events, bands=wants.bands)
             self.decoder = LinkedDecoder(pairer, keep_records=wants.records)
         else:
             self.decoder = Decoder()
             self.pairer = Pairer()
+            if wants.bands:
+                self.folder = Folder(wants.bands)
         self.started = False
         self.problems: list[Problem] = []
         self.bytes = 0
@@ -137,7 +144,7 @@ class Run:
                                     advice=advise(summary, th.headroom, path=self.source.path,
                                                   labels=self.source.labels, host_log=self.host_log),
                                     key=key, wedge_causes=causes, last_line=self.last_line, seen_at=self.seen_at,
-                                    verdict=verdict)
+                                    verdict=verdict, bands=self._bands())
         out.append(self.finished)
         if foreign and log is not None and not self.alone:
             out.extend(log_only_run(log, th, f"{key}#log" if key else ""))
@@ -146,6 +153,13 @@ class Run:
     def summary(self, finished: bool = False) -> RunSummary:
         """A snapshot; ``finished`` reports still-open scopes as wedged."""
         return self.pairer.summary(self.decoder.parse_errors, finished)
+
+    def _bands(self) -> Bands | None:
+        """The run's bands, when the sinks want them (``wants.bands``)."""
+        if self.folder is not None:
+            return self.folder.bands()
+        linked = self._linked()
+        return linked.bands() if linked is not None else None
 
     def _linked(self) -> _core.Pairer | None:
         """The compiled pairer the decoder pairs into as it decodes, or None (the pure path: Run pairs)."""
@@ -183,6 +197,8 @@ class Run:
             read = len(records)
             if records:
                 self.last_line = records[-1].line
+            if self.folder is not None:
+                self.folder.push(records, events, self.meta)
         else:
             events = linked.take_events()
             read = paired

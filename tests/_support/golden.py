@@ -40,7 +40,7 @@ import msgspec
 from rich.console import Console
 
 from ringtrace import config
-from ringtrace.cli.common import read_inputs
+from ringtrace.cli.common import Consoles, read_inputs
 from ringtrace.model.records import RunFinished, RunStarted, SinkEvent
 from ringtrace.sinks import FanOut, ringtrace_version
 from tests._support.sinks import Collect
@@ -68,7 +68,7 @@ def case_events(case: Path, args: list[str]) -> list[SinkEvent]:
     paths = [a for i, a in enumerate(args) if a != "--host-log" and not (i and args[i - 1] == "--host-log")]
     cap = Collect()
     with _inside(case / "input"):
-        read_inputs(paths, config.build({}, env={}), [cap], Console(file=io.StringIO()), host_logs)
+        read_inputs(paths, config.build({}, env={}), [cap], Consoles(err=Console(file=io.StringIO())), host_logs)
     return [msgspec.structs.replace(e, seen_at=SEEN_AT) if isinstance(e, RunStarted | RunFinished) else e
             for e in cap.events]
 

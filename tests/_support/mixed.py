@@ -246,7 +246,8 @@ def metas(draw: st.DrawFn) -> Meta | None:
         return None
     n = draw(st.integers(0, 5))
     caps = st.lists(st.sampled_from((0, 1, 7, 64, 4096, 1 << 62)), min_size=n, max_size=n)
-    return Meta(version=draw(st.sampled_from((4, 5, 6))), fatal=False, dropped=0, total=None,
+    return Meta(version=draw(st.sampled_from((4, 5, 6))), fatal=False, dropped=0,
+                total=draw(st.sampled_from((None, 0, 3, 120, 1 << 62))),  # the bands' first column width
                 task_window_max=tuple(draw(caps)), heap_max=tuple(draw(caps)), dep_pool_max=tuple(draw(caps)),
                 tensormap_max=draw(st.sampled_from((None, 0, 50))))
 

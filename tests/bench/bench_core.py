@@ -15,7 +15,7 @@ count; the peak RSS is the largest (``wait4``, from a small launcher: ``run_smal
 * ``summary --format json`` on the compiled core, and on the pure-Python path (``RINGTRACE_PURE=1``);
 * ``watch FILE --once --events EV`` (the live app, catching up on a finished file), on both paths;
 * ``convert FILE -o trace.pftrace`` (records and paired scopes to the Perfetto writer);
-* ``report FILE -o page.html`` (every record's counters to the page's bands).
+* ``report FILE -o page.html`` (the page's bands, folded by the reader as it pairs, and the page).
 
 Each command's start-up is measured on a tiny real file (``--startup-runs``, best of), so the table also
 gives each job's time less its start-up: the reading and the sink.  Prints markdown tables and the

@@ -10,6 +10,7 @@ file, made once by the current simulator, so both revisions see the same bytes:
 * ``summary --format json FILE`` (the one-shot read path),
 * ``convert FILE -o trace.pftrace`` (decode, pair and the Perfetto writer),
 * ``watch FILE --once --events EV`` (the live app: tailer, reader thread, outlets, events sink),
+* ``report FILE -o page.html`` (the page's bands and the page),
 * the guide's naive reader (``naive.py``) on the same file: the same code in both columns, so
   its ratio shows how much the machine itself drifted during the run.
 
@@ -61,6 +62,7 @@ def jobs(data: Path, out: Path) -> dict[str, list[str]]:
             "convert -o trace.pftrace": [PY, "-m", "ringtrace", "convert", str(data), "-o", str(out / "t.pftrace")],
             "watch --once --events": [PY, "-m", "ringtrace", "watch", str(data), "--once", "--log-level", "error",
                                       "--events", str(out / "ev.jsonl")],
+            "report -o page.html": [PY, "-m", "ringtrace", "report", str(data), "-o", str(out / "page.html")],
             "naive reader (baseline)": [PY, str(NAIVE), str(data)]}
 
 

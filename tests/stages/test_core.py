@@ -1,9 +1,10 @@
 """The compiled reading core reads exactly what the pure-Python path reads.
 
-The pure path (``Decoder`` + ``Pairer``) is the reference.  Both paths are fed the same bytes, in the
-same chunks -- generated files of every version with every kind of broken line (``tests/_support/
-mixed.py``), every real file the runtime wrote, chunk boundaries anywhere -- and must give the same
-items, events, summaries and sink events, whatever the sinks read.  These run in every test run, on
+The pure path (``Decoder`` + ``Pairer``, and ``bands.Folder`` for the report's bands) is the reference.  Both
+paths are fed the same bytes, in the same chunks -- generated files of every version with every kind of broken
+line (``tests/_support/mixed.py``), every real file the runtime wrote, chunk boundaries anywhere -- and must give
+the same items, events, summaries and sink events (the bands on ``RunFinished`` among them), whatever the sinks
+read.  These run in every test run, on
 both paths in one process; ``make test`` also runs the stage and reading tests with ``RINGTRACE_PURE=1``.
 """
 
@@ -33,6 +34,7 @@ from ringtrace.model.records import (
     Wants,
 )
 from ringtrace.stages import core
+from ringtrace.stages.bands import Folder
 from ringtrace.stages.decode import MAX_LINE, Decoder
 from ringtrace.stages.pair import Pairer
 from ringtrace.stages.run import Run
@@ -42,7 +44,9 @@ from tests._support.samples import SAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "samples"  # the runtime's files beside the checkout, where there are any
-WANTS = (WANT_ALL, WANT_SUMMARIES, Wants(records=True, events=False), Wants(records=False, events=True))
+REPORT = Wants(records=False, events=False, bands=600)  # the report's: the bands alone
+WANTS = (WANT_ALL, WANT_SUMMARIES, Wants(records=True, events=False), Wants(records=False, events=True), REPORT,
+         Wants(records=True, events=True, bands=2))  # two columns per band: merged over and over
 REASONS = ("eof", "complete", "idle", "rewritten", "deleted", "shutdown")
 
 
@@ -119,8 +123,9 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
 @given(records(), metas(), st.randoms(use_true_random=False))
 def test_the_pairers_agree_on_any_records(recs: list[Record], meta: Meta | None, rnd: random.Random) -> None:
     """Records the decoder would never pass (negative or huge counters, rings out of range, a dep pool on
-    one side only), in batches, with the metadata arriving late: the same events and figures throughout."""
-    pure, compiled = Pairer(), core.pairer()
+    one side only), in batches, with the metadata arriving late: the same events, figures and bands throughout."""
+    width = rnd.choice((1, 2, 5, 600))
+    pure, compiled, folder = Pairer(), core.pairer(bands=width), Folder(width)
     late = rnd.randint(0, len(recs))
     at = [0, *sorted(rnd.sample(range(len(recs) + 1), min(len(recs) + 1, 4))), len(recs)]
     for a, b in itertools.pairwise(at):
@@ -129,6 +134,8 @@ def test_the_pairers_agree_on_any_records(recs: list[Record], meta: Meta | None,
         batch = recs[a:b]
         events: list[PairEvent] = pure.push_many(batch)
         assert compiled.push_many(batch) == events
+        folder.push(batch, events, pure.meta)
+        assert compiled.bands() == folder.bands()
         assert compiled.summary(a, False) == pure.summary(a, False)
         for name in ("records", "scopes", "unmatched_begins", "unmatched_ends", "max_depth", "depth_cap_line",
                      "uncounted"):
@@ -146,7 +153,7 @@ def test_every_real_file_reads_alike() -> None:
     for path in files:
         data = path.read_bytes()
         for at in ([], [1 << 20], cuts(rnd, len(data)), list(range(4093, len(data), 4093))):
-            for wants in (WANT_ALL, WANT_SUMMARIES):
+            for wants in (WANT_ALL, WANT_SUMMARIES, REPORT, Wants(records=False, events=False, bands=7)):
                 assert read(data, at, True, wants) == read(data, at, False, wants), (path, at[:3], wants)
 
 
