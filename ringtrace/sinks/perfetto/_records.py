@@ -1,21 +1,27 @@
 """A run's records and pair events -> one track-event packet per record: the trace writer's hot path.
 
-:func:`write` is what :class:`~._trace_writer.ProtoTrace` calls; :func:`encode` writes any range of records.
+:func:`write` is what :class:`~._trace_writer.ProtoTrace` calls.  :func:`encode` is the reference
+(pure Python); ``_encode.c`` (module ``_encode``) is its compiled twin, used where it was built unless
+``RINGTRACE_PURE=1``.  The twin writes the records it can (ints within int64, rings and sites already
+known, no abandoned scope) and stops at the first it cannot; :func:`encode` writes that record and the
+twin goes on after it, so the packets are the reference's in every case, byte for byte
+(tests/sinks/perfetto/test_encode.py).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Protocol
 
-from ringtrace.model.records import RESOURCES, Abandoned, OpenScope, PairEvent, Record, Scope
+from ringtrace.model.records import RESOURCES, Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
 from ringtrace.sinks._varint import varint
+from ringtrace.stages.core import PURE_ENV
 
 from ._file import TRACE_PACKET
 from ._layout import RingState, RunState, event_line
 from ._wire import (
     ANN_PREFIXES,
-    ANN_TABLES,
     BEGIN,
     COUNTER_EVENT,
     END,
@@ -31,8 +37,23 @@ from ._wire import (
     PKT_TRACK_EVENT,
     TABLE,
     ann,
+    ann_tables,
     usage_args,
 )
+
+try:
+    from . import _encode
+
+    _encode.bind(Record=Record, Scope=Scope, Usage=Usage, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd)
+except ImportError:  # installed without a C compiler
+    BUILT = False
+except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere than in member slots
+    BUILT = False
+else:
+    BUILT = True
+
+COMPILED = BUILT and os.environ.get(PURE_ENV, "") != "1"
+"""Records are written by the compiled twin (the default where it was built); ``RINGTRACE_PURE=1``: :func:`encode`."""
 
 
 class Writer(Protocol):
@@ -48,10 +69,22 @@ class Writer(Protocol):
         """End ``scope``'s slice at ``at`` with the bool annotation ``flag_iid`` (0: none)."""
 
 
-def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent]) -> None:
+def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent],
+          compiled: bool = COMPILED) -> None:
     """Append the packets of ``records`` (one each, in order) and of ``events`` (the pair events of the same
-    records, in record order) to ``parts``."""
-    encode(w, parts, run, records, events, 0, 0, len(records))
+    records, in record order) to ``parts``; ``compiled``: through the twin (RuntimeError where it was not built)."""
+    n = len(records)
+    if compiled and not BUILT:
+        raise RuntimeError("the compiled Perfetto encoder was not built (no C compiler at install)")
+    if not compiled or not n:
+        encode(w, parts, run, records, events, 0, 0, n)
+        return
+    fast = _encode.encode
+    rings, tm = run.rings, run.tm_uuid
+    i, ei = fast(parts, rings, tm, records, events, 0, 0)
+    while i < n:
+        ei = encode(w, parts, run, records, events, i, ei, i + 1)
+        i, ei = fast(parts, rings, tm, records, events, i + 1, ei)
 
 
 def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent],
@@ -71,8 +104,9 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
     ev_line = event_line(events[ei]) if ei < ne else -1
     join = b"".join
     a_depth, a_line = ANN_PREFIXES[IID_DEPTH], ANN_PREFIXES[IID_LINE]
-    T_DEPTH = ANN_TABLES[IID_DEPTH]
-    T0, T1, T2, T3, T4, T5, T6, T7, T8 = ANN_TABLES[IID_USAGE:IID_USAGE + 9]
+    tables = ann_tables()
+    T_DEPTH = tables[IID_DEPTH]
+    T0, T1, T2, T3, T4, T5, T6, T7, T8 = tables[IID_USAGE:IID_USAGE + 9]
     P0, P1, P2, P3, P4, P5, P6, P7, P8 = ANN_PREFIXES[IID_USAGE:IID_USAGE + 3 * len(RESOURCES)]
     last_r = records[i].ring
     ring = rings.get(last_r) or w.new_ring(run, records[i])

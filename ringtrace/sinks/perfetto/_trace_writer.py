@@ -39,7 +39,7 @@ from ._layout import (
     verdict_kind,
     verdict_span,
 )
-from ._records import write
+from ._records import COMPILED, write
 from ._wire import (
     ANN_PREFIXES,
     ARG_NAMES,
@@ -90,12 +90,14 @@ class ProtoTrace:
 
     A run's process descriptor is written when it finishes, with pid :func:`rank_pid`; with
     ``defer_processes`` the descriptors wait for :meth:`close`, where pids 1..n follow the rank
-    order of every source in the trace (:func:`sort_key`).
+    order of every source in the trace (:func:`sort_key`).  ``compiled``: records are written by the compiled
+    encoder (:mod:`._records`; the default where it was built, unless ``RINGTRACE_PURE=1``).
     """
 
-    def __init__(self, out: TraceFile, defer_processes: bool = False) -> None:
+    def __init__(self, out: TraceFile, defer_processes: bool = False, compiled: bool = COMPILED) -> None:
         self.out = out
         self.defer = defer_processes
+        self.compiled = compiled
         self.runs: dict[Source, RunState] = {}
         self.done: list[RunState] = []  # finished runs whose process descriptor is deferred
         self._next_uuid = 1
@@ -210,7 +212,7 @@ class ProtoTrace:
         if not records:
             return
         self.records += len(records)
-        write(self, self.out.parts, run, records, ev.events)
+        write(self, self.out.parts, run, records, ev.events, self.compiled)
         run.last_line = records[-1].line
 
     def end(self, run: RunState, scope: OpenScope, at: int, flag_iid: int) -> None:

@@ -10,6 +10,8 @@ numbers; tests/sinks/perfetto/test_encode.py holds it to :func:`._records.encode
 
 from __future__ import annotations
 
+import functools
+
 from ringtrace.model.records import RESOURCES, Scope
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 
@@ -97,9 +99,12 @@ def _annotation_table(name_iid: int) -> tuple[bytes, ...]:
     return tuple(prefix[len(varint(x))] + varint(x) for x in range(TABLE))
 
 
-ANN_TABLES: tuple[tuple[bytes, ...], ...] = tuple(
-    _annotation_table(i) if i == IID_DEPTH or IID_USAGE <= i < IID_WEDGED else () for i in range(IID_WEDGED))
-"""Per annotation name (depth, usage figures): the encoded field of each small value (~2 MB)."""
+@functools.cache
+def ann_tables() -> tuple[tuple[bytes, ...], ...]:
+    """Per annotation name (depth, usage figures): the encoded field of each small value (~2 MB, made when the
+    pure-Python encoder first runs: the compiled one needs none)."""
+    return tuple(_annotation_table(i) if i == IID_DEPTH or IID_USAGE <= i < IID_WEDGED else ()
+                 for i in range(IID_WEDGED))
 
 
 def usage_args(scope: Scope) -> bytes:
