@@ -60,7 +60,7 @@ static const char *U_NAMES[U_N] = {"high_water", "live_at_exit", "alloc"};
 
 static PyTypeObject *T_Record, *T_Scope, *T_Usage, *T_Abandoned, *T_UnmatchedEnd;
 static Py_ssize_t R_OFF[R_N], S_OFF[S_N], U_OFF[U_N], A_LINE, E_LINE;
-static PyObject *S_begin;
+static PyObject *S_begin, *S_end;
 
 /* The object in member slot ``off`` (borrowed; NULL when unset). */
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -112,10 +112,16 @@ bind(PyObject *mod, PyObject *args, PyObject *kwds)
 static inline int
 i64(PyObject *o, int64_t *out)
 {
+    int overflow;
+    long long x;
+    if (o != NULL && Py_IS_TYPE(o, &PyLong_Type)) {  /* an exact int: no __index__, no error but overflow */
+        x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        *out = x;
+        return !overflow;
+    }
     if (o == NULL || !PyLong_Check(o))
         return 0;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    x = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         return 0;
@@ -185,27 +191,33 @@ put_ann(char *p, int iid, uint64_t v)
     return put(p, v);
 }
 
+/* Python's ``a // b`` (b != 0); in int64 where ``a`` is (the common case: __int128 division is a call). */
 static inline i128
-floordiv(i128 a, i128 b)
+floordiv(i128 a, int64_t b)
 {
+    if (a >= INT64_MIN && a <= INT64_MAX) {
+        int64_t q = (int64_t)a / b, r = (int64_t)a % b;
+        return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+    }
     i128 q = a / b;
     if (a % b != 0 && ((a < 0) != (b < 0)))
         q--;
     return q;
 }
 
-/* -- a growing buffer ------------------------------------------------------------------------------ */
+/* -- growing buffers, kept between calls (under the GIL) ------------------------------------------ */
 
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
 } Buf;
 
+static Buf OUT, TE;  /* a call's packets; one track event */
+#define KEEP (4 << 20)  /* a buffer grown past this is freed after the call */
+
 static int
-reserve(Buf *b, Py_ssize_t more)
+grow(Buf *b, Py_ssize_t more)
 {
-    if (b->len + more <= b->cap)
-        return 0;
     Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
     while (cap < b->len + more)
         cap *= 2;
@@ -217,6 +229,12 @@ reserve(Buf *b, Py_ssize_t more)
     b->data = data;
     b->cap = cap;
     return 0;
+}
+
+static inline int
+reserve(Buf *b, Py_ssize_t more)
+{
+    return b->len + more <= b->cap ? 0 : grow(b, more);
 }
 
 /* -- rings --------------------------------------------------------------------------------------- */
@@ -314,7 +332,7 @@ put_usage(char *p, PyObject *usage)
 /* Appends the packet of ``rec`` (closing: the Scope its events close, or NULL) to ``out``: 1 written, 0 not
  * writable (nothing appended), -1 a Python error. */
 static int
-put_record(Buf *out, Buf *te_buf, PyObject *rec, const Ring *g, PyObject *closing, int64_t line, int64_t tm_uuid)
+put_record(PyObject *rec, const Ring *g, PyObject *closing, int64_t line, int64_t tm_uuid)
 {
     int64_t tws, twe, hs, he, dps = 0, dpe = 0, tm;
     if (!i64(SLOT(rec, R_OFF[R_TWS]), &tws) || !i64(SLOT(rec, R_OFF[R_TWE]), &twe)
@@ -342,7 +360,7 @@ put_record(Buf *out, Buf *te_buf, PyObject *rec, const Ring *g, PyObject *closin
     PyObject *phase = SLOT(rec, R_OFF[R_PHASE]);
     if (phase == NULL || !PyUnicode_CheckExact(phase))
         return 0;
-    int begin = phase == S_begin || PyUnicode_Compare(phase, S_begin) == 0;
+    int begin = phase == S_begin || (phase != S_end && PyUnicode_Compare(phase, S_begin) == 0);
     PyObject *iid = NULL, *usage = NULL;
     int64_t depth = 0, begin_line = 0;
     if (begin) {
@@ -368,9 +386,9 @@ put_record(Buf *out, Buf *te_buf, PyObject *rec, const Ring *g, PyObject *closin
 
     /* the track event */
     Py_ssize_t var = (iid ? PyBytes_GET_SIZE(iid) : 0) + g->extra_len + g->pct_extra_len;
-    if (reserve(te_buf, 512 + var) < 0)
+    if (reserve(&TE, 512 + var) < 0)
         return -1;
-    char *t0 = te_buf->data, *p = t0;
+    char *t0 = TE.data, *p = t0;
     char vals[3 * 11], *v = vals;
     for (int k = 0; k < nres; k++) {
         *v++ = EV_EXTRA_VALUE;
@@ -414,9 +432,9 @@ put_record(Buf *out, Buf *te_buf, PyObject *rec, const Ring *g, PyObject *closin
 
     /* the packet: timestamp (the line), sequence, the event */
     uint64_t n = (uint64_t)(te + PACKET_FIXED + vlen((uint64_t)line) + g->seq_len + vlen((uint64_t)te));
-    if (reserve(out, 40 + g->seq_len + te) < 0)
+    if (reserve(&OUT, 40 + g->seq_len + te) < 0)
         return -1;
-    p = out->data + out->len;
+    p = OUT.data + OUT.len;
     *p++ = TRACE_PACKET;
     p = put(p, n);
     *p++ = PKT_TIMESTAMP;
@@ -425,7 +443,7 @@ put_record(Buf *out, Buf *te_buf, PyObject *rec, const Ring *g, PyObject *closin
     *p++ = PKT_TRACK_EVENT;
     p = put(p, (uint64_t)te);
     p = put_bytes(p, t0, te);
-    out->len = p - out->data;
+    OUT.len = p - OUT.data;
     return 1;
 }
 
@@ -454,7 +472,7 @@ encode(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(recs), ne = PySequence_Fast_GET_SIZE(evs);
     PyObject **R = PySequence_Fast_ITEMS(recs), **E = PySequence_Fast_ITEMS(evs);
-    Buf out = {0}, te_buf = {0};
+    OUT.len = 0;
     Ring cache[CACHED];
     int cached = 0, failed = 0;
     const Ring *g = NULL;
@@ -508,7 +526,7 @@ encode(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
             if (odd)
                 break;
         }
-        int rc = put_record(&out, &te_buf, rec, g, closing, line, tm_uuid);
+        int rc = put_record(rec, g, closing, line, tm_uuid);
         if (rc <= 0) {
             failed = rc < 0;
             break;
@@ -517,13 +535,15 @@ encode(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         ev_line = next_line;
     }
 done:
-    if (!failed && out.len) {
-        PyObject *b = PyBytes_FromStringAndSize(out.data, out.len);
+    if (!failed && OUT.len) {
+        PyObject *b = PyBytes_FromStringAndSize(OUT.data, OUT.len);
         failed = b == NULL || PyList_Append(parts, b) < 0;
         Py_XDECREF(b);
     }
-    PyMem_Free(out.data);
-    PyMem_Free(te_buf.data);
+    if (OUT.cap > KEEP) {
+        PyMem_Free(OUT.data);
+        OUT = (Buf){0};
+    }
     Py_DECREF(recs);
     Py_DECREF(evs);
     return failed ? NULL : Py_BuildValue("(nn)", i, ei);
@@ -546,7 +566,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__encode(void)
 {
-    if ((S_begin = PyUnicode_InternFromString("begin")) == NULL)
+    if ((S_begin = PyUnicode_InternFromString("begin")) == NULL || (S_end = PyUnicode_InternFromString("end")) == NULL)
         return NULL;
     return PyModule_Create(&module);
 }
