@@ -13,12 +13,13 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The compiled reading core (ringtrace/stages/_core.c, built in place by the install above), rebuilt when
-# its source changes.  Without a C compiler the build says so in one line and ringtrace reads with its
-# pure-Python path.
-$(CORE): $(STAMP) ringtrace/stages/_core.c
+# The compiled parts (the reading core, ringtrace/stages/_core.c, and the Perfetto encoder,
+# ringtrace/sinks/perfetto/_encode.c; built in place by the install above), rebuilt when a source changes.
+# Without a C compiler the build says so in one line and ringtrace uses its pure-Python path.
+$(CORE): $(STAMP) ringtrace/stages/_core.c ringtrace/sinks/perfetto/_encode.c
 	$(BIN)/python setup.py -q build_ext --inplace
 	@$(BIN)/python -c "from ringtrace.stages import core; core.BUILT or print('ringtrace: no compiled reading core (no C compiler?): the pure-Python path is used')"
+	@$(BIN)/python -c "from ringtrace.sinks.perfetto import _records; _records.BUILT or print('ringtrace: no compiled Perfetto encoder (no C compiler?): the pure-Python path is used')"
 	touch $(CORE)
 
 # Debian packages the tests drive for real (Prometheus server and promtool, Chromium).

@@ -1,9 +1,9 @@
-"""The compiled reading core, ``ringtrace.stages._core`` (plain C through the CPython C API); the
-rest of the build is in pyproject.toml.
+"""The compiled parts, plain C through the CPython C API: the reading core, ``ringtrace.stages._core``, and
+the Perfetto records' encoder, ``ringtrace.sinks.perfetto._encode``; the rest of the build is in pyproject.toml.
 
-``pip install .`` (and ``make``) compiles it with the machine's C compiler.  Without one, or when the
-compilation fails, the install still succeeds: one line says so and ringtrace reads with its
-pure-Python path (the reference, which ``RINGTRACE_PURE=1`` selects on any machine).
+``pip install .`` (and ``make``) compiles them with the machine's C compiler.  Without one, or when a
+compilation fails, the install still succeeds: one line says so and ringtrace uses its pure-Python path
+there (the reference, which ``RINGTRACE_PURE=1`` selects on any machine).
 """
 
 from __future__ import annotations
@@ -13,27 +13,38 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-NOTICE = "ringtrace: the compiled reading core was not built ({why}); the pure-Python path will be used"
+NOTICE = "ringtrace: the compiled {what} not built ({why}); the pure-Python path will be used"
+WHAT = {"ringtrace.stages._core": "reading core", "ringtrace.sinks.perfetto._encode": "Perfetto encoder"}
+
+
+def _why(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[-1] if text else type(err).__name__
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that never fails the install: a missing compiler or a failed compilation is one line."""
+    """build_ext that never fails the install: a missing compiler or failed compilations are one line."""
 
     def run(self) -> None:
+        self.failed: dict[str, str] = {}  # what was not built -> why
         try:
             super().run()
         except Exception as err:  # no compiler at all (distutils raises its own error types)
-            print(NOTICE.format(why=str(err).strip() or type(err).__name__), file=sys.stderr)
+            self.failed = dict.fromkeys(WHAT.values(), _why(err))
+        if self.failed:
+            what = " and the ".join(self.failed) + (" were" if len(self.failed) > 1 else " was")
+            print(NOTICE.format(what=what, why="; ".join(dict.fromkeys(self.failed.values()))), file=sys.stderr)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as err:  # the compiler ran and failed
-            print(NOTICE.format(why=str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__),
-                  file=sys.stderr)
+            self.failed[WHAT.get(ext.name, ext.name)] = _why(err)
 
 
 setup(
-    ext_modules=[Extension("ringtrace.stages._core", ["ringtrace/stages/_core.c"], extra_compile_args=["-O2"])],
+    ext_modules=[Extension("ringtrace.stages._core", ["ringtrace/stages/_core.c"], extra_compile_args=["-O2"]),
+                 Extension("ringtrace.sinks.perfetto._encode", ["ringtrace/sinks/perfetto/_encode.c"],
+                           extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

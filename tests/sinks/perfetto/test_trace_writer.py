@@ -1,4 +1,4 @@
-"""The hand-encoded protobuf (:mod:`ringtrace.sinks.perfetto._trace_writer`, and :mod:`._file`'s framing):
+"""The hand-encoded protobuf (:mod:`ringtrace.sinks.perfetto._wire`, and :mod:`._file`'s framing):
 the proto subset has Perfetto's own field numbers (checked against the official ``perfetto``
 package's ``perfetto_trace_pb2``), the generated ``ringtrace._pb`` module is what
 ``scripts/gen-proto.sh`` makes, and the hand-written tags and varints match the descriptors.
@@ -18,7 +18,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official
 from ringtrace._pb import ringtrace_perfetto_pb2 as ours
 from ringtrace.sinks._varint import LEN, VARINT, tag, varint
 from ringtrace.sinks.perfetto import _file as trace_file
-from ringtrace.sinks.perfetto import _trace_writer as tw
+from ringtrace.sinks.perfetto import _wire as tw
 
 ROOT = Path(__file__).resolve().parents[3]
 
