@@ -135,9 +135,19 @@ def runs(draw: st.DrawFn) -> list[SinkEvent]:
     return out
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+DRAWN = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@settings(DRAWN, max_examples=100)
 @given(runs())
 def test_drawn_records_encode_alike(events: list[SinkEvent]) -> None:
+    same(events)
+
+
+@pytest.mark.slow  # 600 draws, ~45 s: make test, not test-fast
+@settings(DRAWN, max_examples=600)
+@given(runs())
+def test_many_drawn_records_encode_alike(events: list[SinkEvent]) -> None:
     same(events)
 
 
