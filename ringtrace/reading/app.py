@@ -5,9 +5,9 @@ Tasks (all in one :class:`asyncio.TaskGroup`):
 * ``watcher``: file-system events (watchfiles/inotify) -> a set of dirty paths + a wake-up;
   watchfiles' polling watcher with ``--poll`` or when events are unavailable;
 * ``reader``: asks the synchronous :class:`Tailer` which file is due and reads it one slice
-  (at most ``follower.SLICE`` bytes) at a time with aiofiles; decoding and pairing a slice run
-  in a worker thread.  Paths the watcher reported jump the backlog between two slices; ticks
-  finish idle runs, rescans catch lost events;
+  (``follower.SLICE`` bytes, ``SUMMARY_SLICE`` when no sink takes records) at a time with aiofiles;
+  decoding and pairing a slice run in a worker thread.  Paths the watcher reported jump the
+  backlog between two slices; ticks finish idle runs, rescans catch lost events;
 * ``sinks``: takes event batches off the queue and submits them to the :class:`FanOut`, where
   every sink has its own queue and worker thread (a sink that blocks stops only itself: it is
   found stuck and loses events, see :mod:`ringtrace.sinks`); at the end, the sinks' shutdown;

@@ -12,8 +12,9 @@ import os
 import random
 from pathlib import Path
 
-from ringtrace.model.records import Problem, RunProgress, RunStarted, SinkEvent
-from ringtrace.reading.tail.follower import SLICE, XXH3, Follower
+from ringtrace.demo.sim import generate_bytes
+from ringtrace.model.records import WANT_ALL, WANT_SUMMARIES, Problem, RunProgress, RunStarted, SinkEvent, Wants
+from ringtrace.reading.tail.follower import SLICE, SUMMARY_SLICE, XXH3, Follower
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished, one_shot
@@ -203,3 +204,20 @@ def test_a_digest_saved_by_an_older_ringtrace_is_checked_as_it_was_made(tmp_path
         for _ in range(len(data) // SLICE + 3):
             events += f.poll(2.0, 1e9)
         assert len(finished(events)) == again, saved
+
+
+def test_slices_are_larger_when_no_sink_takes_records(tmp_path: Path) -> None:
+    """Sinks that take only summaries get SUMMARY_SLICE-byte slices (fewer hand-offs per MB), sinks that
+    take records or pair events SLICE-byte ones; the run reads the same either way."""
+    path = tmp_path / "scope_stats.jsonl"
+    size = generate_bytes(9 << 20)(path)
+    seen: dict[Wants, tuple[int, object]] = {}
+    for wants in (WANT_ALL, Wants(records=False), WANT_SUMMARIES):
+        f = Follower(path, labels_for(path), Thresholds(), wants=wants)
+        events = f.poll(1.0, 1e9)
+        fins = finished(events)
+        assert len(fins) == 1 and fins[0].reason == "complete"
+        seen[wants] = (sum(1 for e in events if isinstance(e, RunProgress)), fins[0].summary)
+    assert seen[WANT_ALL][0] == seen[Wants(records=False)][0] == -(-size // SLICE)
+    assert seen[WANT_SUMMARIES][0] == -(-size // SUMMARY_SLICE) < seen[WANT_ALL][0]
+    assert seen[WANT_SUMMARIES][1] == seen[WANT_ALL][1]
