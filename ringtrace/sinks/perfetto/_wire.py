@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from ringtrace.model.records import RESOURCES, Scope
-from ringtrace.sinks._varint import LEN, VARINT, tag, varint
+from ringtrace.sinks._varint import LEN, SMALL, VARINT, tag, varint
 
 # TracePacket
 PKT_TIMESTAMP = tag(8, VARINT)  # TracePacket.timestamp = 8
@@ -95,8 +95,8 @@ TABLE = 4096
 
 def _annotation_table(name_iid: int) -> tuple[bytes, ...]:
     """Whole int ``debug_annotations`` fields of ``name_iid`` for the values 0..TABLE-1."""
-    prefix = annotation_prefixes(name_iid)
-    return tuple(prefix[len(varint(x))] + varint(x) for x in range(TABLE))
+    one, two = annotation_prefixes(name_iid)[1:3]  # values below 16384 take one or two bytes
+    return tuple([one + v for v in SMALL[:128]] + [two + v for v in SMALL[128:TABLE]])
 
 
 @functools.cache
