@@ -19,6 +19,8 @@ WHAT = {"ringtrace.stages._core": "reading core", "ringtrace.sinks.perfetto._enc
 
 def _why(err: Exception) -> str:
     text = str(err).strip()
+    if text.startswith("Command '["):  # a compiler that ran and failed: its whole command line
+        return "the C compiler failed"
     return text.splitlines()[-1] if text else type(err).__name__
 
 
@@ -29,8 +31,9 @@ class OptionalBuildExt(build_ext):
         self.failed: dict[str, str] = {}  # what was not built -> why
         try:
             super().run()
-        except Exception as err:  # no compiler at all (distutils raises its own error types)
-            self.failed = dict.fromkeys(WHAT.values(), _why(err))
+        except Exception as err:  # no compiler at all, or copying in place what was not built
+            for what in WHAT.values():  # the compiler's own reason, where build_extension kept one
+                self.failed.setdefault(what, _why(err))
         if self.failed:
             what = " and the ".join(self.failed) + (" were" if len(self.failed) > 1 else " was")
             print(NOTICE.format(what=what, why="; ".join(dict.fromkeys(self.failed.values()))), file=sys.stderr)

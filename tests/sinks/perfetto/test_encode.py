@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -251,3 +252,18 @@ def test_a_machine_without_a_compiler_is_told_in_one_line(tmp_path: Path) -> Non
     assert lines == [f"ringtrace: the compiled reading core and the Perfetto encoder were not built ([Errno 2] No such "
                      f"file or directory: '{tmp_path / 'no-such-cc'}'); the pure-Python path will be used"]
     assert not list((tmp_path / "lib").rglob("*.so"))
+
+
+def test_an_in_place_build_names_the_compiler_not_the_copy(tmp_path: Path) -> None:
+    """``make``'s ``build_ext --inplace`` with a compiler that fails: the line gives that reason, not the copy
+    of the modules that were not built (which fails after it)."""
+    for rel in ("setup.py", "ringtrace/stages/_core.c", "ringtrace/sinks/perfetto/_encode.c"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    env = {**os.environ, "CC": "false"}
+    res = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 0
+    lines = [line for line in res.stderr.splitlines() if line.startswith("ringtrace:")]
+    assert lines == ["ringtrace: the compiled reading core and the Perfetto encoder were not built (the C compiler "
+                     "failed); the pure-Python path will be used"]
