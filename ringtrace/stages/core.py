@@ -56,7 +56,10 @@ else:
                CappedSummary=CappedSummary, Band=Band, Bands=Bands, resources=tuple(RESOURCES))
 
 PURE_ENV = "RINGTRACE_PURE"
-COMPILED = BUILT and os.environ.get(PURE_ENV, "") != "1"
+PURE = os.environ.get(PURE_ENV, "") == "1"
+"""``RINGTRACE_PURE=1``: every compiled part (this core, the Perfetto encoder) is passed over for its
+pure-Python reference."""
+COMPILED = BUILT and not PURE
 """Read through the compiled core (the default where it was built); ``RINGTRACE_PURE=1``: the pure path."""
 
 

@@ -10,13 +10,12 @@ twin goes on after it, so the packets are the reference's in every case, byte fo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Protocol
 
 from ringtrace.model.records import RESOURCES, Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
 from ringtrace.sinks._varint import varint
-from ringtrace.stages.core import PURE_ENV
+from ringtrace.stages.core import PURE
 
 from ._file import TRACE_PACKET
 from ._layout import RingState, RunState, event_line
@@ -52,7 +51,7 @@ except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere th
 else:
     BUILT = True
 
-COMPILED = BUILT and os.environ.get(PURE_ENV, "") != "1"
+COMPILED = BUILT and not PURE
 """Records are written by the compiled twin (the default where it was built); ``RINGTRACE_PURE=1``: :func:`encode`."""
 
 
