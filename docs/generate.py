@@ -30,7 +30,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -317,20 +317,15 @@ def findings_table() -> str:
 # -- the pages ------------------------------------------------------------------------------------
 
 
+TABLES: dict[str, Callable[[], str]] = {"metrics": metrics_table, "settings": settings_table,
+                                        "error-codes": error_codes_table, "findings": findings_table,
+                                        "sinks": sinks_table, "resources": resources_table}
+"""The generated blocks by name; any other name is ``options-COMMAND``."""
+
+
 def block(name: str) -> str:
-    if name == "metrics":
-        return metrics_table()
-    if name == "settings":
-        return settings_table()
-    if name == "error-codes":
-        return error_codes_table()
-    if name == "findings":
-        return findings_table()
-    if name == "sinks":
-        return sinks_table()
-    if name == "resources":
-        return resources_table()
-    return options_table(name.removeprefix("options-"))
+    table = TABLES.get(name)
+    return table() if table is not None else options_table(name.removeprefix("options-"))
 
 
 def rendered(page: str, text: str) -> str:

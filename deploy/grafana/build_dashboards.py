@@ -125,6 +125,12 @@ def bargauge(title: str, expr: str, legend: str, desc: str, unit: str = "percent
                                          "color": {"mode": "thresholds"}}, "overrides": []}}
 
 
+def run_links(url: str) -> dict[str, Any]:
+    """A table override: the ``run`` column links to the run's drill-down page at ``url``."""
+    return {"matcher": {"id": "byName", "options": "run"}, "properties": [
+        {"id": "links", "value": [{"title": "Run drill-down", "url": url}]}]}
+
+
 def hide(*names: str) -> dict[str, Any]:
     return {"id": "organize", "options": {"excludeByName": dict.fromkeys(names, True), "renameByName": {}}}
 
@@ -152,8 +158,7 @@ def dashboard(uid: str, title: str, desc: str, panels: list[dict[str, Any]], var
 
 def failed_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
     """Failed runs as the host log reports them: run, rank, dispatch, code, error, ring."""
-    overrides = [] if run_link is None else [{"matcher": {"id": "byName", "options": "run"}, "properties": [
-        {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]
+    overrides = [] if run_link is None else [run_links(run_link)]
     return table("Failed runs: the host log's code", [target(expr, instant=True, table=True)],
                  "Runs whose host log reports a failure (their verdict is an error: alert RingtraceRunVerdictError): "
                  "the latched code (orch_error_code, else sched_error_code), its name and the ring the deadlock "
@@ -171,8 +176,7 @@ def verdict_table(expr: str, run_link: str | None = None) -> dict[str, Any]:
         {"id": "mappings", "value": SEVERITY_COLOURS},
         {"id": "custom.cellOptions", "value": {"type": "color-background"}}]}]
     if run_link is not None:
-        overrides.append({"matcher": {"id": "byName", "options": "run"}, "properties": [
-            {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]})
+        overrides.append(run_links(run_link))
     return table("Verdicts: what each finished run came to", [target(expr, instant=True, table=True)],
                  "The one verdict on each finished run (file: rank x dispatch), as `ringtrace summary`, `check`, the "
                  "OTLP spans and the Perfetto traces say it: failed, wedged, cut_short, test_failed (error: alert "
@@ -248,9 +252,7 @@ def overview() -> dict[str, Any]:
                           'group_left(site, depth, ring) ringtrace_wedged_innermost_scope_info', instant=True,
                           table=True)],
                   "The innermost scope left open by each wedged run; Value is the number of open scopes.",
-                  [hide("Time", "__name__", "job")], overrides=[
-                      {"matcher": {"id": "byName", "options": "run"}, "properties": [
-                          {"id": "links", "value": [{"title": "Run drill-down", "url": run_link}]}]}]), 12, 8)
+                  [hide("Time", "__name__", "job")], overrides=[run_links(run_link)]), 12, 8)
     lay.add(table("Fatal runs and runs with dropped records",
                   [target('ringtrace_run_fatal{instance=~"$instance"} == 1', "A", instant=True, table=True),
                    target('ringtrace_run_dropped_records{instance=~"$instance"} > 0', "B", instant=True,
