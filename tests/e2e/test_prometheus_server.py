@@ -321,8 +321,14 @@ def test_series_have_the_files_values(stack: Stack) -> None:
 
 
 def test_recording_rules_evaluate(stack: Stack) -> None:
+    """The rules' values from an evaluation after both targets were scraped with every run (the stack waited
+    for that before the test began).  Waiting for one rule's series alone was not enough: an evaluation
+    between the two targets' first scrapes leaves the first target's rules and none of the second's (seen in
+    CI: ``near``'s rule present, ``stalled``'s missing)."""
     api = stack.api
-    wait_for("recording rules", lambda: api.value('run_ring:ringtrace_ring_need_ratio:max{run="near",ring="1"}'),
+    since = time.time()
+    wait_for("a rule evaluation after every run was scraped",
+             lambda: (api.value('timestamp(run:ringtrace_wedged_scopes:sum{run="wedged"})') or 0) >= since,
              stack.logs)
     assert api.value('run_ring:ringtrace_ring_need_ratio:max{run="near",ring="1"}') == pytest.approx(980 / 1024)
     assert api.value('run_ring:ringtrace_ring_occupancy_ratio:max{run="stalled",ring="3"}') == 1
