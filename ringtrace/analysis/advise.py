@@ -34,12 +34,24 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import PurePath
 from typing import Literal
 
 import msgspec
 
 from ringtrace.analysis.need import dep_pool_estimate, proven_need
-from ringtrace.model.records import Advice, Basis, HostLog, Labels, Meta, Peak, RunAdvice, RunSummary, WedgeCause
+from ringtrace.model.records import (
+    Advice,
+    Basis,
+    HostLog,
+    Labels,
+    Meta,
+    Peak,
+    RunAdvice,
+    RunFinished,
+    RunSummary,
+    WedgeCause,
+)
 from ringtrace.model.runtime import (
     COMPILE_DEFAULTS,
     CONFIG_KEYS,
@@ -60,9 +72,28 @@ from ringtrace.model.runtime import (
 DEFAULT_HEADROOM = 0.1
 CLOSE = 1.25
 """A bracket is closed when a size that completed is at most this many times the proven need."""
-__all__ = ["DEFAULT_HEADROOM", "KIB", "ProgramAnswer", "RunFacts", "accept", "advice_json", "advise",
-           "advise_programs", "advise_runs", "fmt", "group_key", "next_above", "program_json", "program_key",
-           "run_config_json", "snippet"]
+__all__ = [
+    "DEFAULT_HEADROOM",
+    "GROUPINGS",
+    "KIB",
+    "ProgramAnswer",
+    "RunFacts",
+    "accept",
+    "action",
+    "advice_json",
+    "advise",
+    "advise_programs",
+    "advise_runs",
+    "fmt",
+    "group_key",
+    "grouping",
+    "next_above",
+    "program_json",
+    "program_key",
+    "run_config_json",
+    "snippet",
+    "with_program_advice",
+]
 
 
 class RunFacts(msgspec.Struct, frozen=True):
@@ -97,6 +128,9 @@ class ProgramAnswer(msgspec.Struct, frozen=True):
     run_config: tuple[tuple[str, int | tuple[int, ...]], ...]
     blocked: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # evidence that could not be used (a report that names no ring), and why
+    grouped_by: str = ""  # the rule of GROUPINGS that made these runs one program
+    covers: tuple[str, ...] = ()  # a covering answer: the programs (cases of one class) it covers; never final
+    # on its own evidence, it is the largest of their answers per ring and resource
 
 
 def fmt(resource: str, n: int | None) -> str:
@@ -455,6 +489,17 @@ def _below(r: str, hi: int, h: float) -> int | None:
     return p if p < hi else None
 
 
+def _spread(b: _Bound) -> str:
+    """The evidence that a dep pool's need varies from run to run: counts that differ, or a failure at or above a
+    size that completed ("" where there is none)."""
+    window = b.counts[-1][0] if b.counts else None
+    counts = sorted({c for w, c, _ in b.counts if w == window})
+    above = [f for f in b.failed if b.hi is not None and f >= b.hi]
+    if above:
+        return f"{fmt('dep_pool', max(above))} failed where {fmt('dep_pool', b.hi)} completed"
+    return f"{counts[0]} to {counts[-1]} entries seen" if len(counts) > 1 else ""
+
+
 def _plan(r: str, b: _Bound, h: float) -> _Plan:
     """One (ring, resource)'s next step: ``final`` (closed), ``probe_ok`` (a size expected to complete: at
     :func:`_closing` when the estimate is no higher, else the estimate plus a quarter), ``probe_low`` (a size
@@ -491,13 +536,18 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
         # smallest size that completes an outcome can vary from run to run: format doc, "Sizing facts")
         if r == "task_window":
             rec = hi
-        elif r == "dep_pool":  # its bracket closed tighter, so its headroom over the completion fits under 1.25x
-            rec = max(hi, accept(r, lo * (1 + h)), accept(r, hi * (1 + h)))
+        elif r == "dep_pool":  # its count is timing: the most headroom over the largest need seen that 1.25x allows
+            rec = max(hi, accept(r, lo * (1 + h)), accept(r, hi * (1 + h)), math.floor(lo * CLOSE))
         else:
             rec = max(hi, accept(r, lo * (1 + h)), min(accept(r, hi * (1 + h)), _ceiling(r, lo)))
         how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
                f"{lo_txt}" + ("" if hi <= accept(r, lo or 1) else f", within {CLOSE - 1:.0%}"))
         head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
+        if r == "dep_pool" and rec > hi:
+            head = (f"; {fmt(r, rec)} keeps {rec / max(lo, 1) - 1:.0%} over the largest need seen ({fmt(r, lo)}): "
+                    "the dep pool's count is timing (a task takes an entry only for a producer still running)"
+                    + (f", and it varied here ({_spread(b)})" if _spread(b) else
+                       ", so one or two runs at this size confirm it"))
         return _Plan("final", rec, f"{hi_txt}; {how}{head}")
     if est <= close:
         return _Plan("probe_ok", close, f"{hi_txt}, {lo_txt}: measure at {fmt(r, close)} (a completion there "
@@ -515,19 +565,62 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
 # -- per file ------------------------------------------------------------------------------------------
 
 
-def programs_of(runs: Sequence[RunFacts], program: str = "") -> list[str]:
-    """Each run's program: ``program`` when given (the user says they are one), else :func:`program_key`,
-    and then runs whose files began the same set of scope sites are one program even where their folders were
-    named by hand (the first name of the group stands for it)."""
+GROUPINGS = {
+    "program file": "the program its dispatch_program.json names",
+    "case name": "the scene-test case its folder names (<Class>_<Case>_<YYYYmmdd_HHMMSS>)",
+    "L3 run": "one L3 run with its ranks (<out_dir>/dfx_outputs/rank<N>/d<K>/)",
+    "L2 work dir": "one L2 work dir (<work_dir>/dfx_outputs/)",
+    "scope sites": "folders named by hand whose files began the same scope sites",
+    "folder": "its folder alone",
+    "--program": "advise --program: the user says they are one",
+}
+"""How runs were grouped into a program: the runtime's layout names a program (the first four); runs whose
+folders carry no such name fall back to the last rules, and the output says which."""
+
+
+def _layout_program(run: RunFacts) -> tuple[str, str]:
+    """(program, rule) where the runtime's layout names the program; ("", "") where it does not."""
+    lab = run.labels
+    if lab.program:
+        return lab.program, "program file"
+    case = _STAMP.sub("", lab.run)
+    if case and case != lab.run:
+        return case, "case name"
+    where = PurePath(run.path or (run.host_log.path if run.host_log is not None else ""))
+    if lab.rank and lab.run:
+        return lab.run, "L3 run"
+    if lab.run and "dfx_outputs" in where.parts:
+        return lab.run, "L2 work dir"
+    return "", ""
+
+
+def grouping(runs: Sequence[RunFacts], program: str = "") -> list[tuple[str, str]]:
+    """Each run's (program, rule of :data:`GROUPINGS`).  Runs pool only within one program: a program is what
+    the runtime's layout names (:func:`_layout_program`), so cases of one test class never pool, however alike
+    their kernels.  Runs whose folders carry no such name are one program when their files began the same set
+    of scope sites (the first folder's name stands for it), else each folder is its own."""
     if program:
-        return [program] * len(runs)
-    keys = [program_key(r.labels, r.path or (r.host_log.path if r.host_log else "")) for r in runs]
+        return [(program, "--program")] * len(runs)
+    named = [_layout_program(r) for r in runs]
     by_sites: dict[tuple[str, ...], str] = {}
-    for run, key in zip(runs, keys, strict=True):
+    out: list[tuple[str, str]] = []
+    for run, (name, rule) in zip(runs, named, strict=True):
+        if name:
+            out.append((name, rule))
+            continue
+        own = run.labels.run or run.path or (run.host_log.path if run.host_log is not None else "")
         if run.summary.sites:
-            by_sites.setdefault(run.summary.sites, key)
-    alias = {key: by_sites[r.summary.sites] for r, key in zip(runs, keys, strict=True) if r.summary.sites}
-    return [alias.get(k, k) for k in keys]
+            out.append((by_sites.setdefault(run.summary.sites, own), "scope sites"))
+        else:
+            out.append((own, "folder"))
+    # a hand-named folder alone in its site group is just a folder
+    return [(name, "folder" if rule == "scope sites" and sum(1 for n, _ in out if n == name) == 1 else rule)
+            for name, rule in out]
+
+
+def programs_of(runs: Sequence[RunFacts], program: str = "") -> list[str]:
+    """Each run's program (:func:`grouping`)."""
+    return [name for name, _ in grouping(runs, program)]
 
 
 def _units(runs: Sequence[RunFacts], program: str = "") -> dict[str, dict[str, list[RunFacts]]]:
@@ -574,25 +667,75 @@ def _in_use(bounds: dict[Key, _Bound]) -> list[Key]:
 
 def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, program: str = ""
                 ) -> list[RunAdvice]:
-    """Advice for each run, in order, from the evidence of every run of its program on its rank."""
-    pooled = _pooled(runs, headroom, program)
+    """Each run's advice, in order: its program's answer (:func:`advise_programs`: the same sizes on every
+    surface), put relative to the run's own sizes (:func:`action`), and labelled with the evidence it rests on."""
+    answers = {pa.program: pa for pa in advise_programs(runs, headroom, program) if not pa.covers}
     out: list[RunAdvice] = []
     for run, prog in zip(runs, programs_of(runs, program), strict=True):
-        bounds_all, _, _ = pooled[prog]
-        rank = run.labels.rank or (str(run.host_log.rank) if run.host_log and run.host_log.rank is not None else "")
-        bounds = bounds_all[rank]
+        pa = answers[prog]
         s = run.summary
         peaks = {(p.ring, p.resource): p for p in s.peaks}
-        advice = []
-        for ring, r in _in_use(bounds):
-            b = bounds[(ring, r)]
-            cap = s.meta.capacity(r, ring) if s.meta is not None else None
-            advice.append(_advice(r, ring, b, _plan(r, b, headroom), cap, _basis(s, peaks.get((ring, r))),
-                                  dropped=s.meta.dropped if s.meta is not None else 0))
-        final = bool(advice) and all(a.recommended is not None for a in advice)
-        out.append(RunAdvice(tuple(advice), tuple(_run_config(advice, s.meta)), tuple(_kernel_fixes(s, advice)),
-                             final))
+        dropped = s.meta.dropped if s.meta is not None else 0
+        advice = tuple(_rebased(a, _capacity_of(run, a.ring, a.resource), _basis(s, peaks.get((a.ring, a.resource))),
+                                dropped) for a in pa.advice)
+        evidence = "this run's evidence" if pa.runs <= 1 else f"program {prog}: {pa.runs} runs' evidence"
+        out.append(RunAdvice(advice, tuple(_run_config(advice, s.meta)), tuple(_kernel_fixes(s, advice)), pa.final,
+                             evidence))
     return out
+
+
+def with_program_advice(fins: Sequence[RunFinished], headroom: float = DEFAULT_HEADROOM) -> list[RunFinished]:
+    """``fins`` with each run's advice made from every run of its program among them (:func:`advise_runs`): what
+    the one-shot commands show for a set of runs, so that every surface gives one size and one verb."""
+    facts = [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
+    return [msgspec.structs.replace(f, advice=ra) for f, ra in zip(fins, advise_runs(facts, headroom), strict=True)]
+
+
+def _capacity_of(run: RunFacts, ring: int, r: str) -> int | None:
+    """The size ``run`` had for ``r`` on ``ring``: its metadata's, else its host log's (the sizes line, or the
+    deadlock report's size for the resource it names); None: unknown."""
+    if run.summary.meta is not None:
+        return run.summary.meta.capacity(r, ring)
+    log = run.host_log
+    if log is None:
+        return None
+    if log.ring_sizes is not None:
+        caps: tuple[int, ...] = getattr(log.ring_sizes, r)
+        return caps[ring] if ring < len(caps) and caps[ring] else None
+    d = log.deadlock
+    if d is not None and d.resource == r and d.ring in (None, ring):
+        return _log_capacity(log, r)
+    return None
+
+
+def _rebased(a: Advice, capacity: int | None, basis: Basis, dropped: int) -> Advice:
+    why = a.reason
+    if dropped:
+        why = (f"{dropped} records dropped: this run's peaks are lower bounds and pairs may be wrong (its "
+               f"capacities are still proof); {why}")
+    target = a.recommended if a.recommended is not None else a.measure_next
+    return msgspec.structs.replace(a, capacity=capacity, basis=basis, reason=why,
+                                   shrink=capacity is not None and target is not None and target < capacity)
+
+
+def action(a: Advice) -> str:
+    """The one way every surface says an entry: ``keep X``, ``raise to X (from C)``, ``shrink to X (from C)``,
+    ``set X`` (the run's size unknown), ``measure at X (from C)``, or ``-``; relative to the run's own size
+    ``C``, and a comparison with the compile default says so."""
+    target = a.recommended if a.recommended is not None else a.measure_next
+    if target is None:
+        return "-"
+    to = fmt(a.resource, target)
+    cap = a.capacity
+    since = "" if cap is None else (f" (from the compile default {fmt(a.resource, cap)})"
+                                    if cap == COMPILE_DEFAULTS[a.resource] else f" (from {fmt(a.resource, cap)})")
+    if a.recommended is None:
+        return f"measure at {to}" + ("" if cap == target else since)
+    if cap is None:
+        return f"set {to}"
+    if target == cap:
+        return f"keep {to}"
+    return f"{'raise' if target > cap else 'shrink'} to {to}{since}"
 
 
 def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = "",
@@ -604,35 +747,148 @@ def advise(summary: RunSummary, headroom: float = DEFAULT_HEADROOM, path: str = 
 # -- per program -------------------------------------------------------------------------------------
 
 
+class _Failure(msgspec.Struct, frozen=True):
+    """A failed run as a floor: at ``sizes`` (what is known of them) it was short of ``resource`` at ``capacity``
+    on ``rings`` (the one its report names, else every ring that was at that size; all when unknown)."""
+
+    src: str
+    resource: str
+    capacity: int
+    rings: tuple[int, ...]
+    sizes: dict[Key, int]
+    recommended: int | None  # the runtime's own suggestion in the log (``recommended: N``)
+    where: str  # the log's path and line, for citing it
+
+
+def _failures(runs: Sequence[RunFacts]) -> list[_Failure]:
+    out = []
+    for run in runs:
+        code = _code(run)
+        short = _shortfall(run, code) if code is not None else None
+        if short is None or short.capacity is None:
+            continue
+        sizes = {(g, r): c for g in range(RINGS) for r in RESOURCES
+                 if (c := _capacity_of(run, g, r)) is not None}
+        rings = (short.ring,) if short.ring is not None else tuple(
+            g for g in range(RINGS) if sizes.get((g, short.resource), short.capacity) == short.capacity)
+        log = run.host_log
+        d = log.deadlock if log is not None else None
+        rec = d.recommended if d is not None and d.resource == short.resource else None
+        where = f"{log.path} line {d.line}" if log is not None and d is not None else run.path
+        out.append(_Failure(short.src, short.resource, short.capacity, rings, sizes, rec, where))
+    return out
+
+
+def _floors(chosen: dict[Key, tuple[_Plan, str]], merged: dict[Key, _Bound], failures: Sequence[_Failure]) -> bool:
+    """A failure is a floor: where the proposal is at or above a failed run's sizes everywhere else and at or
+    below its failing size, the failing resource is raised (above it, and to the runtime's own recommendation
+    where its log gives one) on every ring that was at that size.  True when a bound was raised (plan again)."""
+    def proposed(k: Key) -> int:
+        return chosen[k][0].value if k in chosen and chosen[k][0].kind != "unknown" else COMPILE_DEFAULTS[k[1]]
+
+    raised = False
+    for f in failures:
+        keys = [(g, f.resource) for g in f.rings]
+        others = all(proposed(k) >= v for k, v in f.sizes.items() if k not in keys)
+        if not others or not any(proposed(k) <= f.capacity for k in keys):
+            continue
+        floor = max(f.capacity + 1, f.recommended or 0)
+        rings = "ring " + str(f.rings[0]) if len(f.rings) == 1 else "every ring that was at that size"
+        cite = f"; the runtime recommends {fmt(f.resource, f.recommended)} ({f.where})" if f.recommended else ""
+        for k in keys:
+            b = merged.setdefault(k, _Bound())
+            if b.lo_need >= floor:
+                continue
+            b.used = b.known = True
+            b.lower(floor, f.src, f"{exact(f.resource, f.capacity)} failed ({f.src}; raised on {rings}){cite}")
+            raised = True
+    return raised
+
+
+def _run_id(run: RunFacts) -> str:
+    """The run a file or log belongs to: its path up to the run's folder (an L3 run's ranks are one run; runs
+    whose folder names coincide in different parents are not)."""
+    where = PurePath(run.path or (run.host_log.path if run.host_log is not None else ""))
+    name = run.labels.run
+    if name and name in where.parts:
+        i = len(where.parts) - 1 - where.parts[::-1].index(name)
+        return str(PurePath(*where.parts[: i + 1]))
+    return str(where)
+
+
+def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key, _Bound], blocked: Sequence[str],
+            notes: list[str], headroom: float) -> ProgramAnswer:
+    failures = _failures(members)
+    for _ in range(RINGS * len(RESOURCES)):  # each pass raises at least one bound to a failure's floor
+        plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
+        chosen = _batch(plans, merged)
+        if not _floors(chosen, merged, failures):
+            break
+    latest = max(members, key=lambda x: x.labels.run)
+    advice = []
+    for (ring, r), (plan, driver) in sorted(chosen.items()):
+        b = merged[(ring, r)]
+        peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
+        advice.append(_advice(r, ring, b, plan, _capacity_of(latest, ring, r), _basis(latest.summary, peak), driver))
+    stop = sorted(set(blocked))
+    final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
+    config = () if stop else tuple(_run_config(advice, None))
+    sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
+    return ProgramAnswer(prog, sources, len({_run_id(r) for r in members}), final, tuple(advice), config,
+                         tuple(stop), tuple(notes), rule)
+
+
 def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, program: str = ""
                     ) -> list[ProgramAnswer]:
-    """One answer per program (in order of first appearance), pooled over all its runs and ranks; ``program``:
-    every run is that one program (``advise --program``)."""
+    """One answer per program (in order of first appearance, :func:`grouping`), pooled over all its runs and
+    ranks; ``program``: every run is that one program (``advise --program``).  After them, for each test class
+    with several cases that share their kernels, a covering answer (:func:`_covering`)."""
     out: list[ProgramAnswer] = []
     units = _units(runs, program)
+    rules = dict(grouping(runs, program))
     for prog, (bounds, blocked, notes) in _pooled(runs, headroom, program).items():
         keys = {k for unit_bounds in bounds.values() for k, b in unit_bounds.items() if b.used or b.failed}
         merged = {k: _merge(unit_bounds[k] for unit_bounds in bounds.values()) for k in sorted(keys)}
         members = [r for rs in units[prog].values() for r in rs]
-        plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
-        chosen = _batch(plans, merged)
-        latest = max(members, key=lambda x: x.labels.run)
+        pa = _answer(prog, rules[prog], members, merged, [t for ts in blocked.values() for t in ts], notes, headroom)
+        if pa.final and not _proven_by_one_run(units[prog], pa.advice):
+            pa = msgspec.structs.replace(pa, final=False, notes=(*pa.notes, (
+                "every bracket is closed, but no completed run had every size at or below this RunConfig "
+                "(the resources interact): run it once to prove it")))
+        out.append(pa)
+    return out + _covering(out, runs, program)
+
+
+def _covering(answers: Sequence[ProgramAnswer], runs: Sequence[RunFacts], program: str) -> list[ProgramAnswer]:
+    """For each test class with two or more cases (grouped by case name) whose runs began the same scope sites
+    (they share their kernels): one RunConfig that covers them all, for each ring and resource the largest of
+    the cases' answers.  It is final when every case's answer is, and never replaces theirs."""
+    sites: dict[str, set[str]] = {}
+    for run, prog in zip(runs, programs_of(runs, program), strict=True):
+        sites.setdefault(prog, set()).update(run.summary.sites)
+    classes: dict[str, list[ProgramAnswer]] = {}
+    for pa in answers:
+        if pa.grouped_by == "case name" and pa.advice and not pa.blocked:
+            classes.setdefault(pa.program.split("_", 1)[0], []).append(pa)
+    out = []
+    for cls, cases in classes.items():
+        if len(cases) < 2 or len({frozenset(sites.get(c.program, ())) for c in cases}) != 1:
+            continue
         advice = []
-        for (ring, r), (plan, driver) in chosen.items():
-            b = merged[(ring, r)]
-            cap = latest.summary.meta.capacity(r, ring) if latest.summary.meta is not None else None
-            peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
-            advice.append(_advice(r, ring, b, plan, cap, _basis(latest.summary, peak), driver))
-        stop = sorted({text for texts in blocked.values() for text in texts})
-        final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
-        if final and not _proven_by_one_run(units[prog], advice):
-            final = False
-            notes.append("every bracket is closed, but no completed run had every size at or below this RunConfig "
-                         "(the resources interact): run it once to prove it")
-        config = () if stop else tuple(_run_config(advice, None))
-        sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
-        out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
-                                 tuple(advice), config, tuple(stop), tuple(notes)))
+        for k in sorted({(a.ring, a.resource) for c in cases for a in c.advice}):
+            entries = [a for c in cases for a in c.advice if (a.ring, a.resource) == k]
+            top = max(entries, key=lambda a: (a.recommended or a.measure_next or 0))
+            measure = any(a.recommended is None for a in entries)
+            value = top.recommended or top.measure_next
+            advice.append(msgspec.structs.replace(
+                top, capacity=None, recommended=None if measure else value, measure_next=value if measure else None,
+                reason=f"the largest of the cases' answers ({top.driven_by or 'its case'}: {top.reason})"))
+        names = tuple(c.program for c in cases)
+        out.append(ProgramAnswer(
+            f"{cls} (covering {len(cases)} cases)", tuple(s for c in cases for s in c.sources),
+            sum(c.runs for c in cases), all(c.final for c in cases), tuple(advice), tuple(_run_config(advice, None)),
+            notes=(f"one RunConfig for {', '.join(names)}, which share their kernels: for each ring and resource the "
+                   "largest of their answers; each case's own answer stands",), grouped_by="covering", covers=names))
     return out
 
 
@@ -757,7 +1013,7 @@ def advice_json(advice: Sequence[Advice], driven_by: bool = False) -> list[dict[
         obj: dict[str, object] = {
             "ring": a.ring, "resource": a.resource, "capacity": a.capacity, "lower_bound": a.lower_bound,
             "upper_bound": a.upper_bound, "estimate": a.estimate, "recommended": a.recommended, "basis": a.basis,
-            "reason": a.reason, "measure_next": a.measure_next}
+            "reason": a.reason, "measure_next": a.measure_next, "action": action(a)}
         if driven_by:
             obj["driven_by"] = a.driven_by
         out.append(obj)
@@ -772,4 +1028,5 @@ def program_json(pa: ProgramAnswer) -> dict[str, object]:
     """One entry of ``advise --format json``'s ``programs``."""
     return {"program": pa.program, "sources": list(pa.sources), "runs": pa.runs, "final": pa.final,
             "advice": advice_json(pa.advice, driven_by=True), "run_config": run_config_json(pa),
-            "blocked": list(pa.blocked), "notes": list(pa.notes)}
+            "blocked": list(pa.blocked), "notes": list(pa.notes), "grouped_by": pa.grouped_by,
+            "covers": list(pa.covers)}

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -15,6 +16,7 @@ from rich.text import Text
 from ringtrace.analysis.advise import (
     ProgramAnswer,
     RunFacts,
+    action,
     advice_json,
     advise_programs,
     advise_runs,
@@ -28,7 +30,7 @@ from ringtrace.cli.overview import (
     render_overview,
 )
 from ringtrace.config import Config
-from ringtrace.model.records import Advice, RunAdvice, RunFinished
+from ringtrace.model.records import RunAdvice, RunFinished
 from ringtrace.report.text import print_trimmed
 
 
@@ -47,8 +49,11 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     fins = list(summary.finished)  # a run known from its host log alone is evidence too
     run_facts = facts(fins)
     programs = advise_programs(run_facts, headroom, args.program or "")
+    if args.program:  # the user says they are one program: each run's advice is that program's
+        fins = [msgspec.structs.replace(f, advice=ra) for f, ra in
+                zip(fins, advise_runs(run_facts, headroom, args.program), strict=True)]
     files = [f for f in fins if f.source.path]
-    advice = advise_runs([rf for rf in run_facts if rf.path], headroom, args.program or "")
+    advice = [f.advice or RunAdvice() for f in files]
     if cfg.format == "json":
         sys.stdout.write(json.dumps(advise_json(files, advice, programs), indent=1) + "\n")
     else:
@@ -71,23 +76,15 @@ def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice],
         files.append({"path": fin.source.path,
                       "labels": {"run": lab.run, "rank": lab.rank, "dispatch": lab.dispatch, "program": lab.program},
                       "advice": advice_json(ra.advice), "run_config": run_config_json(ra),
-                      "kernel_fixes": list(ra.kernel_fixes)})
+                      "kernel_fixes": list(ra.kernel_fixes), "evidence": ra.evidence})
     return {"programs": [program_json(pa) for pa in programs], "files": files}
-
-
-def _what(a: Advice) -> str:
-    if a.recommended is not None:
-        verb = "keep" if a.recommended == a.capacity else "shrink to" if a.shrink else "set"
-        return f"{verb} {fmt(a.resource, a.recommended)}"
-    if a.measure_next is not None:
-        return f"measure at {fmt(a.resource, a.measure_next)}"
-    return "-"
 
 
 def render_program(console: Console, pa: ProgramAnswer) -> None:
     """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
     state = "final" if pa.final else "blocked" if pa.blocked else "measure"
-    console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}", style="bold"))
+    how = f"; grouped by {pa.grouped_by}" if pa.grouped_by else ""
+    console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}{how}", style="bold"))
     for text in pa.blocked:
         console.print(Text(f"  {text}", style="bold red"))
     for text in pa.notes:
@@ -98,7 +95,7 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
             table.add_column(col, justify="left" if col in ("resource", "advice") else "right")
         for a in pa.advice:
             table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
-                          fmt(a.resource, a.estimate), _what(a))
+                          fmt(a.resource, a.estimate), action(a))
         print_trimmed(console, table)
         for a in pa.advice:
             console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
@@ -113,7 +110,7 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
 
 
 def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
-    console.print(Text(fin.source.path, style="bold"))
+    console.print(Text(f"{fin.source.path} ({ra.evidence or 'this run' + chr(39) + 's evidence'})", style="bold"))
     if not ra.advice:
         console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
         console.print()
@@ -122,7 +119,7 @@ def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
     for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
         table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
     for a in ra.advice:
-        what = _what(a)
+        what = action(a)
         table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
                       fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
     print_trimmed(console, table)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     summary, ok = _read(args.paths, cfg, [], io, args.host_logs)
     failed = False
     verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.expect_reasons(fin, expect) for fin in summary.finished}
-    glance(io.out, summary.finished, True, {k: not v for k, v in verdicts.items()}, cfg.headroom)  # a line each below
+    glance(io.out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # a line each below
     for fin in summary.finished:
         reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)

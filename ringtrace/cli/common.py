@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ringtrace.analysis.advise import with_program_advice
 from ringtrace.config import Config
 from ringtrace.hostlog import plan as hostlog_cli
 from ringtrace.hostlog.parse import is_log_only
@@ -89,6 +90,7 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], io: Consoles,
     fanout.receive_all(hostlog_cli.log_only_events(plan, cfg.thresholds))
     fanout.flush(time.monotonic() + FLUSH_SECONDS)
     fanout.close()
+    summary.finished[:] = with_program_advice(summary.finished, cfg.headroom)  # one answer per program
     for text in [*errors, *plan.problems, *plan.notes]:  # the problems and notes alone do not fail the read
         err_line(io.err, text)
     ok = not errors

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.analysis.advise import DEFAULT_HEADROOM, RunFacts, advise_runs, fmt
+from ringtrace.analysis.advise import action
 from ringtrace.analysis.need import proven_need
-from ringtrace.model.records import RunAdvice, RunFinished
+from ringtrace.model.records import Advice, RunAdvice, RunFinished
 from ringtrace.report.text import print_trimmed
 
 
@@ -23,25 +23,21 @@ def problem_counts(fin: RunFinished) -> tuple[int, int]:
 
 
 def one_phrase(ra: RunAdvice | None) -> str:
-    """The advice in one phrase, for the overview."""
-    if ra is None or not ra.advice or all(a.capacity is None for a in ra.advice):
-        return "-"  # no sizes known for this run (a host log alone): the program's answer is advise's
-    grow = [a for a in ra.advice if a.recommended is not None and a.capacity and a.recommended > a.capacity]
-    shrink = [a for a in ra.advice if a.shrink]
-    measure = [a for a in ra.advice if a.recommended is None and a.measure_next is not None]
-    raise_ = [a for a in measure if not a.capacity or (a.measure_next or 0) > a.capacity]
-    if raise_:
-        a = max(raise_, key=lambda x: (x.basis == "wedged", (x.measure_next or 0) / (x.capacity or 1)))
-        more = f" (+{len(measure) - 1} more)" if len(measure) > 1 else ""
-        return f"measure ring {a.ring} {a.resource} at {fmt(a.resource, a.measure_next)}{more}"
-    if measure:
-        return f"measure {len(measure)} smaller size(s)"
-    if grow:
-        a = max(grow, key=lambda x: (x.recommended or 0) / (x.capacity or 1))
-        return f"raise ring {a.ring} {a.resource} to {fmt(a.resource, a.recommended)}"
-    if shrink:
-        return f"shrink {len(shrink)} ring resource(s)"
-    return "sizes fit"
+    """The advice in one phrase, for the overview: the entry that matters most (a raise or a measurement above the
+    run's size first, then a shrink), said as :func:`ringtrace.analysis.advise.action` says it everywhere."""
+    if ra is None or not ra.advice:
+        return "-"
+    todo = [a for a in ra.advice if action(a) != "-" and not action(a).startswith("keep")]
+    if not todo:
+        return "keep the sizes"
+
+    def weight(a: Advice) -> tuple[bool, bool, float]:
+        target = a.recommended if a.recommended is not None else a.measure_next or 0
+        return (a.capacity is None or target > a.capacity, a.recommended is None, target / (a.capacity or 1))
+
+    top = max(todo, key=weight)
+    more = f" (+{len(todo) - 1} more)" if len(todo) > 1 else ""
+    return f"ring {top.ring} {top.resource}: {action(top)}{more}"
 
 
 def need_of(fin: RunFinished) -> tuple[float, str]:
@@ -144,13 +140,11 @@ def _widths(cols: list[str], rows: list[dict[str, Text]], longest: dict[str, int
 
 
 def glance(console: Console, fins: Sequence[RunFinished], details: bool | None,
-           gate: dict[int, bool] | None = None, headroom: float = DEFAULT_HEADROOM) -> list[RunFinished]:
+           gate: dict[int, bool] | None = None) -> list[RunFinished]:
     """With more than one source: print the overview (``gate``: ``check``'s PASS per ``id(fin)``; each run's
     advice pooled over every run of its program given, as ``advise`` pools it); returns the sources to show
     in detail."""
     if len(fins) <= 1:
         return list(fins)
-    pooled = advise_runs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
-                          for f in fins], headroom)
-    render_overview(console, fins, pooled, gate)  # each run's advice from every run of its program given
+    render_overview(console, fins, [f.advice for f in fins], gate)  # each run's advice: its program's
     return sorted((f for f in fins if details or any(problem_counts(f))), key=problem_order)

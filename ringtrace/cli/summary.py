@@ -21,6 +21,6 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
         from ringtrace.report.text import render_run
 
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
-        for fin in glance(io.out, readable, args.details, headroom=cfg.headroom):
+        for fin in glance(io.out, readable, args.details):
             render_run(io.out, fin)
     return EXIT_OK if ok else EXIT_INPUT

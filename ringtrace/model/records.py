@@ -636,6 +636,7 @@ class RunAdvice(msgspec.Struct, frozen=True):
     run_config: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
     kernel_fixes: tuple[str, ...] = ()
     final: bool = False  # every entry has a recommendation (no measurement run needed)
+    evidence: str = ""  # what the advice rests on: "this run's evidence", or its program's runs
 
 
 SinkEvent = RunStarted | RunProgress | RunFinished

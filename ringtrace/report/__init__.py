@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ringtrace.analysis.advise import RunFacts, advise_programs
+from ringtrace.analysis.advise import RunFacts, advise_programs, with_program_advice
 from ringtrace.model.records import RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
@@ -136,7 +136,8 @@ def render(collector: ReportCollector, headroom: float, title: str = "ringtrace 
     """The HTML page of every finished run the collector holds (problems first), with the program answers."""
     runs = [(pic, fin) for k in collector.order if (fin := (pic := collector.sources[k]).finished) is not None]
     runs.sort(key=lambda r: (_SEVERITY.get(r[1].verdict.severity, 2), r[1].source.name, _key(r[1])))
-    fins = [fin for _, fin in runs]
+    fins = with_program_advice([fin for _, fin in runs], headroom)  # each run's advice: its program's
+    runs = [(pic, fin) for (pic, _), fin in zip(runs, fins, strict=True)]
     programs = advise_programs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
                                 for f in fins], headroom)
     index = {_key(fin): (i, fin) for i, fin in enumerate(fins)}

@@ -2,8 +2,7 @@
 // (completed, failed with its code), the proven bracket, the estimate and the size to set or to measure next.
 // Its numbers are advise's (p.advice is `advise --format json`'s), drawn, never recomputed.
 function adviceText(a) {
-  return a.recommended !== null ? "set " + amount(a.resource, a.recommended) :
-    a.measure_next !== null ? "measure at " + amount(a.resource, a.measure_next) : "-";
+  return a.action;  // advise's own words (ringtrace.analysis.advise.action): one verb on every surface
 }
 function shortReason(a) {
   const r = a.resource, parts = [];

@@ -265,7 +265,7 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str
 
 
 ADVICE_KEYS = {"ring", "resource", "capacity", "lower_bound", "upper_bound", "estimate", "recommended", "basis",
-               "reason", "measure_next"}
+               "reason", "measure_next", "action"}
 
 
 def test_advise_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -273,14 +273,15 @@ def test_advise_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, obj = _json(capsys, str(path))
     assert code == 0
     [f] = obj["files"]
-    assert set(f) == {"path", "labels", "advice", "run_config", "kernel_fixes"}
+    assert set(f) == {"path", "labels", "advice", "run_config", "kernel_fixes", "evidence"}
     assert f["advice"] and all(set(a) == ADVICE_KEYS for a in f["advice"])
     assert {(a["ring"], a["resource"]) for a in f["advice"]} == {(r, res) for r in (1, 2) for res in RESOURCES}
     assert all(a["basis"] == "oversized" and a["recommended"] is None and a["measure_next"] for a in f["advice"])
     assert all(a["upper_bound"] == a["capacity"] for a in f["advice"])  # it completed
     assert f["run_config"]["ring_heap"][3] == 0  # ring 3 unused: left at the compile default
     [p] = obj["programs"]
-    assert set(p) == {"program", "sources", "runs", "final", "advice", "run_config", "blocked", "notes"}
+    assert set(p) == {"program", "sources", "runs", "final", "advice", "run_config", "blocked", "notes", "grouped_by",
+                      "covers"}
     assert p["program"] == "prog" and p["runs"] == 1 and p["sources"] == [str(path)] and not p["final"]
     assert all(set(a) == ADVICE_KEYS | {"driven_by"} for a in p["advice"])
     assert all(a["driven_by"] == "prog_20261201_000000" for a in p["advice"])
