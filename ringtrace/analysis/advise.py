@@ -66,7 +66,6 @@ from ringtrace.model.runtime import (
     error_name,
     fmt_amount,
     sizing_resource,
-    usable,
 )
 
 DEFAULT_HEADROOM = 0.1
@@ -239,18 +238,17 @@ def _used(p: Peak) -> bool:
     return bool(p.high_water or p.live or p.alloc or p.pinned or p.live_at_exit)
 
 
-def _full(p: Peak) -> bool:
-    """Occupancy reached the usable capacity (N - 1 for a window): the run was tight."""
-    return p.capacity is not None and max(p.live, p.live_at_exit) >= usable(p.resource, p.capacity)
-
-
-def _basis(s: RunSummary, p: Peak | None) -> Basis:
+def _basis(s: RunSummary, p: Peak | None, headroom: float = DEFAULT_HEADROOM) -> Basis:
+    """What the run's figures for one ring and resource are: ``tight`` only where its records prove a need within
+    the headroom of its capacity (a ring that wrapped and reclaimed proves nothing: reclaim is lazy), else
+    ``oversized``; ``wedged`` / ``dropped`` where the run did not end or lost records."""
     m = s.meta
     if m is not None and m.dropped > 0:
         return "dropped"
     if s.wedged or (m is not None and m.fatal) or m is None:
         return "wedged"
-    return "tight" if p is not None and (p.tail_moved or _full(p)) else "oversized"
+    need = proven_need(p, s).value if p is not None else 0
+    return "tight" if p is not None and p.capacity and need * (1 + headroom) >= p.capacity else "oversized"
 
 
 # -- pooling the evidence ------------------------------------------------------------------------------
@@ -598,21 +596,23 @@ def grouping(runs: Sequence[RunFacts], program: str = "") -> list[tuple[str, str
     """Each run's (program, rule of :data:`GROUPINGS`).  Runs pool only within one program: a program is what
     the runtime's layout names (:func:`_layout_program`), so cases of one test class never pool, however alike
     their kernels.  Runs whose folders carry no such name are one program when their files began the same set
-    of scope sites (the first folder's name stands for it), else each folder is its own."""
+    of scope sites (the smallest folder name stands for it, whatever the order), else each folder is its own."""
     if program:
         return [(program, "--program")] * len(runs)
     named = [_layout_program(r) for r in runs]
-    by_sites: dict[tuple[str, ...], str] = {}
+    own = [r.labels.run or r.path or (r.host_log.path if r.host_log is not None else "") for r in runs]
+    by_sites: dict[tuple[str, ...], str] = {}  # the smallest folder name of each group: the same in any order
+    for run, (name, _), folder in zip(runs, named, own, strict=True):
+        if not name and run.summary.sites:
+            by_sites[run.summary.sites] = min(by_sites.get(run.summary.sites, folder), folder)
     out: list[tuple[str, str]] = []
-    for run, (name, rule) in zip(runs, named, strict=True):
+    for run, (name, rule), folder in zip(runs, named, own, strict=True):
         if name:
             out.append((name, rule))
-            continue
-        own = run.labels.run or run.path or (run.host_log.path if run.host_log is not None else "")
-        if run.summary.sites:
-            out.append((by_sites.setdefault(run.summary.sites, own), "scope sites"))
+        elif run.summary.sites:
+            out.append((by_sites[run.summary.sites], "scope sites"))
         else:
-            out.append((own, "folder"))
+            out.append((folder, "folder"))
     # a hand-named folder alone in its site group is just a folder
     return [(name, "folder" if rule == "scope sites" and sum(1 for n, _ in out if n == name) == 1 else rule)
             for name, rule in out]
@@ -703,7 +703,7 @@ def _capacity_of(run: RunFacts, ring: int, r: str) -> int | None:
         caps: tuple[int, ...] = getattr(log.ring_sizes, r)
         return caps[ring] if ring < len(caps) and caps[ring] else None
     d = log.deadlock
-    if d is not None and d.resource == r and d.ring in (None, ring):
+    if d is not None and d.resource == r and d.ring == ring:  # a report that names no ring says no ring's size
         return _log_capacity(log, r)
     return None
 
@@ -760,7 +760,10 @@ class _Failure(msgspec.Struct, frozen=True):
     where: str  # the log's path and line, for citing it
 
 
-def _failures(runs: Sequence[RunFacts]) -> list[_Failure]:
+def _failures(runs: Sequence[RunFacts], in_use: Iterable[Key]) -> list[_Failure]:
+    """Each failed run's floor; a report that names no ring is laid on the rings the program uses that resource on
+    (every ring where no run shows which) that were at the failing size (or whose size is unknown)."""
+    used = set(in_use)
     out = []
     for run in runs:
         code = _code(run)
@@ -769,11 +772,13 @@ def _failures(runs: Sequence[RunFacts]) -> list[_Failure]:
             continue
         sizes = {(g, r): c for g in range(RINGS) for r in RESOURCES
                  if (c := _capacity_of(run, g, r)) is not None}
+        candidates = [g for g in range(RINGS) if (g, short.resource) in used] or list(range(RINGS))
         rings = (short.ring,) if short.ring is not None else tuple(
-            g for g in range(RINGS) if sizes.get((g, short.resource), short.capacity) == short.capacity)
+            g for g in candidates if sizes.get((g, short.resource), short.capacity) == short.capacity)
         log = run.host_log
         d = log.deadlock if log is not None else None
         rec = d.recommended if d is not None and d.resource == short.resource else None
+        rec = rec if rec is not None and rec > short.capacity else None  # a suggestion of the failing size is none
         where = f"{log.path} line {d.line}" if log is not None and d is not None else run.path
         out.append(_Failure(short.src, short.resource, short.capacity, rings, sizes, rec, where))
     return out
@@ -781,20 +786,27 @@ def _failures(runs: Sequence[RunFacts]) -> list[_Failure]:
 
 def _floors(chosen: dict[Key, tuple[_Plan, str]], merged: dict[Key, _Bound], failures: Sequence[_Failure]) -> bool:
     """A failure is a floor: where the proposal is at or above a failed run's sizes everywhere else and at or
-    below its failing size, the failing resource is raised (above it, and to the runtime's own recommendation
-    where its log gives one) on every ring that was at that size.  True when a bound was raised (plan again)."""
-    def proposed(k: Key) -> int:
-        return chosen[k][0].value if k in chosen and chosen[k][0].kind != "unknown" else COMPILE_DEFAULTS[k[1]]
-
+    below its failing size, the failing resource is raised above it on every ring that was at that size (the
+    runtime's own recommendation, where its log prints one, is cited).  True when a bound was raised (plan again)."""
     raised = False
     for f in failures:
+        def proposed(k: Key, f: _Failure = f) -> int:
+            """The proposal's size; one the RunConfig leaves at the compile default counts as above the failure
+            only where the failed run's own size is known (a log alone may have run at anything)."""
+            if k in chosen and chosen[k][0].kind != "unknown":
+                return chosen[k][0].value
+            return COMPILE_DEFAULTS[k[1]] if k in f.sizes else f.capacity
+
+
         keys = [(g, f.resource) for g in f.rings]
         others = all(proposed(k) >= v for k, v in f.sizes.items() if k not in keys)
         if not others or not any(proposed(k) <= f.capacity for k in keys):
             continue
-        floor = max(f.capacity + 1, f.recommended or 0)
-        rings = "ring " + str(f.rings[0]) if len(f.rings) == 1 else "every ring that was at that size"
-        cite = f"; the runtime recommends {fmt(f.resource, f.recommended)} ({f.where})" if f.recommended else ""
+        floor = f.capacity + 1  # the proof; the runtime's own suggestion is cited, not taken for a need
+        rings = ("ring " + str(f.rings[0]) if len(f.rings) == 1 else "every ring that was at that size"
+                 if any(k[1] == f.resource for k in f.sizes) else "every ring: the report names none, nor their sizes")
+        cite = (f"; the runtime's log recommends {fmt(f.resource, f.recommended)} ({f.where}), a suggestion, not a "
+                "proof" if f.recommended else "")
         for k in keys:
             b = merged.setdefault(k, _Bound())
             if b.lo_need >= floor:
@@ -818,7 +830,7 @@ def _run_id(run: RunFacts) -> str:
 
 def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key, _Bound], blocked: Sequence[str],
             notes: list[str], headroom: float) -> ProgramAnswer:
-    failures = _failures(members)
+    failures = _failures(members, [k for k, b in merged.items() if b.used])
     for _ in range(RINGS * len(RESOURCES)):  # each pass raises at least one bound to a failure's floor
         plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
         chosen = _batch(plans, merged)

@@ -22,18 +22,21 @@ def problem_counts(fin: RunFinished) -> tuple[int, int]:
     return sev.count("error"), sev.count("warning")
 
 
-def one_phrase(ra: RunAdvice | None) -> str:
-    """The advice in one phrase, for the overview: the entry that matters most (a raise or a measurement above the
-    run's size first, then a shrink), said as :func:`ringtrace.analysis.advise.action` says it everywhere."""
+def one_phrase(ra: RunAdvice | None, fin: RunFinished | None = None) -> str:
+    """The advice in one phrase, for the overview: the entry that matters most (the ring and resource the run's
+    verdict names, then a raise or a measurement above the run's size, then a shrink), said as
+    :func:`ringtrace.analysis.advise.action` says it everywhere."""
     if ra is None or not ra.advice:
         return "-"
     todo = [a for a in ra.advice if action(a) != "-" and not action(a).startswith("keep")]
     if not todo:
         return "keep the sizes"
+    v = fin.verdict if fin is not None else None
 
-    def weight(a: Advice) -> tuple[bool, bool, float]:
+    def weight(a: Advice) -> tuple[bool, bool, bool, float]:
+        named = v is not None and a.resource == v.resource and v.ring in (None, a.ring)
         target = a.recommended if a.recommended is not None else a.measure_next or 0
-        return (a.capacity is None or target > a.capacity, a.recommended is None, target / (a.capacity or 1))
+        return (named, a.capacity is None or target > a.capacity, a.recommended is None, target / (a.capacity or 1))
 
     top = max(todo, key=weight)
     more = f" (+{len(todo) - 1} more)" if len(todo) > 1 else ""
@@ -95,7 +98,7 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
         cells = {"source": Text(names[i], style=style),
                  "verdict": Text(verdicts[i], style="bold red" if fin.verdict.fails_check else "yellow"),
                  "program": Text(fin.source.labels.program), "proven need": Text(need_of(fin)[1]),
-                 "problems": Text(counts, style=style), "advice": Text(one_phrase(ra))}
+                 "problems": Text(counts, style=style), "advice": Text(one_phrase(ra, fin))}
         if gate is not None:
             cells["check"] = Text("PASS", style="green") if gate.get(id(fin), True) else Text("FAIL", style="bold red")
         rows.append(cells)

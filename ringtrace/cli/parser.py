@@ -98,7 +98,8 @@ def shared_options(p: argparse.ArgumentParser) -> None:
                    help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
     g.add_argument("--log-format", choices=config_mod.literal_choices("log_format"), help="text (default) or json")
     g.add_argument("--near", type=float, help="share of capacity that counts as near capacity, (0, 1] (default 0.8)")
-    g.add_argument("--idle", type=float, help="share under which a ring counts as idle, (0, 1] (default 0.05)")
+    g.add_argument("--idle", type=float, help="a ring whose proven need is at most this share of the loaded "
+                   "ring's counts as idle (auto-scope collapse), (0, 1] (default 0.05)")
     g.add_argument("--wedge", type=float,
                    help="a wedge is blamed on a resource at least this full at the last sample, (0, 1] (default 0.5)")
 

@@ -60,6 +60,7 @@ def file_object(fin: RunFinished) -> dict[str, Any]:
         "problems": _problems(fin.problems),
         "host_log": host_log_object(fin.host_log),
         "advice": advice_json(fin.advice.advice) if fin.advice is not None else [],
+        "advice_evidence": fin.advice.evidence if fin.advice is not None else "",
     }
 
 

@@ -38,7 +38,7 @@ class Thresholds(msgspec.Struct, frozen=True):
     """A ring resource at or above this share of its capacity is near capacity (also: the tensormap,
     and a wedged scope's own task-window allocation for SCOPE_DEADLOCK)."""
     idle: float = 0.05
-    """At or below this share, a ring counts as idle (for the auto-scope-collapse rule)."""
+    """A ring whose proven need is at most this share of the loaded ring's counts as idle (auto-scope collapse)."""
     wedge: float = 0.5
     """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
     this share at the last sample (which is taken before the last submissions, so below ``near``)."""
@@ -158,24 +158,28 @@ def _needs(s: RunSummary, th: Thresholds) -> list[Finding]:
 
 
 def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
-    """One ring's proven need near or at capacity while the other rings carry nothing."""
+    """One ring carries the proven need of a resource while the other rings in the file carry none (at most
+    ``idle`` of its need), and that need is near the ring's capacity.  Where the need is, not how each ring was
+    sized: a ring sized to its need is full, so the rule compares needs, never shares of capacity."""
     out: list[Finding] = []
     for resource in ("heap", "task_window"):
         peaks = [p for p in s.peaks if p.resource == resource and p.capacity]
         if len({p.ring for p in peaks}) < 2:
             continue
-        needs = {p.ring: proven_need(p, s).value / (p.capacity or 1) for p in peaks}
-        loaded = [p for p in peaks if needs[p.ring] >= th.near]
-        idle = [p for p in peaks if p not in loaded and (not p.scopes or needs[p.ring] <= th.idle)]
-        if len(loaded) == 1 and len(idle) == len(peaks) - 1:
-            p = loaded[0]
-            others = ", ".join(str(q.ring) for q in idle)
-            out.append(_finding(
-                "auto_scope_collapse", f"ring {p.ring} carries the {resource} load (a proven need of "
-                                       f"{_pct(needs[p.ring])} of capacity) while rings {others} carry nothing: "
-                                       "auto-scope collapse or all work at one depth; place scopes so the load "
-                                       "spreads over rings 0-3 (guide §3)", p.ring, resource))
-            break
+        needs = {p.ring: proven_need(p, s).value for p in peaks}
+        p = max(peaks, key=lambda q: needs[q.ring])
+        if not needs[p.ring] or any(needs[q.ring] > th.idle * needs[p.ring] for q in peaks if q is not p):
+            continue
+        share = needs[p.ring] / (p.capacity or 1)
+        if share < th.near:
+            continue
+        others = ", ".join(str(q.ring) for q in peaks if q is not p)
+        out.append(_finding(
+            "auto_scope_collapse", f"ring {p.ring} carries the {resource} need the records prove (a proven need "
+                                   f"of {_pct(share)} of its capacity) while rings {others} carry none: "
+                                   "auto-scope collapse or all work at one depth; place scopes so the load "
+                                   "spreads over rings 0-3 (guide §3)", p.ring, resource))
+        break
     return out
 
 

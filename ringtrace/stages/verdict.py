@@ -14,8 +14,8 @@ Decided in this order (the first that holds):
    dropped: the run's end cannot be told from its records (warning);
 7. ``no_headroom`` / ``near_capacity`` (warning) — completed, and the records prove a need at / near a
    ring's capacity (``ringtrace.analysis.need``; never occupancy);
-8. ``healthy`` (ok) — completed, no proven need near capacity (a ring that had to reclaim says that its
-   headroom is unknown until a smaller run: see advise).
+8. ``healthy`` (ok) — completed, no proven need near capacity.  A ring that wrapped and reclaimed is no
+   finding: reclaim is lazy (the allocator reclaims only when it has to wait), so a wrap says nothing of headroom.
 """
 
 from __future__ import annotations
@@ -87,15 +87,12 @@ def _failed(log: HostLog) -> Verdict:
 
 def _completed(s: RunSummary, near: float) -> Verdict:
     best: tuple[float, int, str, int, int, str] | None = None  # ratio, ring, resource, need, capacity, why
-    tight: list[str] = []
     for p in s.peaks:
         if p.capacity is None or not p.scopes:
             continue
         need = proven_need(p, s)
         if need.value and (best is None or need.value / p.capacity > best[0]):
             best = (need.value / p.capacity, p.ring, p.resource, need.value, p.capacity, need.why)
-        if p.tail_moved and f"ring {p.ring}" not in tight:
-            tight.append(f"ring {p.ring}")
     if best is not None and best[0] >= near:
         ratio, ring, resource, value, cap, why = best
         kind: VerdictKind = "no_headroom" if value >= cap else "near_capacity"
@@ -109,7 +106,4 @@ def _completed(s: RunSummary, near: float) -> Verdict:
     if best is not None:
         text += (f"; largest proven need: ring {best[1]} {best[2]} {fmt_amount(best[2], best[3])} of "
                  f"{fmt_amount(best[2], best[4])} ({100 * best[0]:.0f}%)")
-    if tight:
-        text += (f"; {' and '.join(tight)} had to reclaim (a tight run): headroom unknown until a smaller run "
-                 "fails (see advise)")
     return Verdict("healthy", "ok", text, best[1] if best else None, best[2] if best else None)

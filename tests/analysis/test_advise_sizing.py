@@ -55,10 +55,14 @@ def test_every_run_alone_brackets_the_true_minimum(run: dict[str, Any]) -> None:
         here = s.get(m["resource"]) if isinstance(s, dict) else None
         a = entry(answer, m["ring"], m["resource"])
         if not run["completed"]:  # a host log alone speaks of the one resource it names, and of no other
-            named = here is not None and here["ring"] == m["ring"] and m["resource"] != "dep_pool"
-            assert (a is not None) == named, (m, answer)  # a dep-pool report names no ring: nothing to pin
-            if here is not None and here["ring"] == m["ring"] and m["resource"] == "dep_pool":
-                assert any("does not name" in n for n in answer["notes"]), answer  # said, not guessed
+            named = here is not None and here["ring"] == m["ring"]
+            assert (a is not None) == named, (m, answer)
+            if named and m["resource"] == "dep_pool":  # its report names no ring: raised on every ring, and said
+                assert any("does not name" in n for n in answer["notes"]), answer
+                assert {e["ring"] for e in answer["advice"] if e["resource"] == "dep_pool"} == {0, 1, 2, 3}
+                assert all(e["lower_bound"] > here["value"] for e in answer["advice"]), answer  # a floor
+            if a is None:
+                continue
             if a is None:
                 continue
         assert a is not None, (m, answer)

@@ -55,9 +55,8 @@ def check_row(o: Opened, prog: str, a: dict[str, Any], files: list[dict[str, Any
     cells = row.locator("td").all_inner_texts()
     res = a["resource"]
     assert cells[3:6] == [amount(res, a["lower_bound"]), amount(res, a["upper_bound"]), amount(res, a["estimate"])]
-    act = f"set {amount(res, a['recommended'])}" if a["recommended"] is not None else \
-        f"measure at {amount(res, a['measure_next'])}"
-    assert cells[6] == act
+    target = a["recommended"] if a["recommended"] is not None else a["measure_next"]
+    assert cells[6] == a["action"] and amount(res, target) in cells[6]  # advise's words, and its size
     assert len(pic.locator("g.x-axis text.tick").all_text_contents()) >= 2
     # the runs: where, and how they ended
     points = sorted((int(p.get_attribute("data-capacity")), p.get_attribute("data-outcome"))

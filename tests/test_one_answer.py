@@ -1,0 +1,138 @@
+"""One answer per program, said one way: for the same evidence every surface gives the same size and verb.
+
+For each folder of real runs of the runtime (the tuning loops', the user's ``outputs/`` of many cases and sizes,
+the shared sizing samples): each run's advice in ``summary --format json``, in ``advise --format json``'s files,
+in the report's page data and in the overview's cell is one set of entries, each with the size of its program's
+answer (``advise``'s programs) and the verb said relative to the run's own size (``action``).  A failed run's
+advice never keeps the size it failed with.  A file named alone is its own program: ``advise FILE`` and the
+per-run advice ``watch`` exposes (``RunFinished.advice``) agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ringtrace.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "realsim"
+SHARED = Path(__file__).parents[2] / "shared" / "samples" / "sizing"
+FOLDERS = [*sorted(p / "outputs" for p in (FIXTURES / "loops").iterdir()),
+           *([FIXTURES / "outputs"] if (FIXTURES / "outputs").is_dir() else [])]
+Entry = dict[str, Any]
+
+
+def cli(*args: str, columns: int = 400) -> tuple[int, str]:
+    buf = io.StringIO()
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        with contextlib.redirect_stdout(buf):
+            code = main(list(args))
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return code, buf.getvalue()
+
+
+def target(a: Entry) -> int:
+    value = a["recommended"] if a["recommended"] is not None else a["measure_next"]
+    assert value is not None, a
+    return int(value)
+
+
+def keyed(entries: list[Entry]) -> dict[tuple[int, str], tuple[int, str]]:
+    return {(a["ring"], a["resource"]): (target(a), a["action"]) for a in entries}
+
+
+def where(f: Entry) -> str:
+    return str(f["path"] or f["host_log"]["path"])
+
+
+@pytest.fixture(scope="module", params=FOLDERS, ids=lambda p: p.parent.name if p.name == "outputs" else p.name)
+def answers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder: Path = request.param
+    _, adv = cli("advise", "--format", "json", str(folder))
+    _, summ = cli("summary", "--format", "json", str(folder))
+    page = tmp_path_factory.mktemp("report") / "r.html"
+    assert cli("report", "-o", str(page), str(folder))[0] in (0, 1)
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page.read_text(), re.S)
+                      .group(1))  # type: ignore[union-attr]
+    _, text = cli("summary", str(folder))
+    return {"advise": json.loads(adv), "summary": json.loads(summ), "report": data, "text": text}
+
+
+def programs_by_source(adv: dict[str, Any]) -> dict[str, Entry]:
+    return {src: p for p in adv["programs"] if not p["covers"] for src in p["sources"]}
+
+
+def test_each_runs_advice_is_its_programs_size(answers: dict[str, Any]) -> None:
+    by_source = programs_by_source(answers["advise"])
+    for f in answers["summary"]["files"]:
+        program = by_source[where(f)]
+        mine = {k: size for k, (size, _) in keyed(f["advice"]).items()}
+        assert mine == {k: size for k, (size, _) in keyed(program["advice"]).items()}, where(f)
+        assert f["advice_evidence"] == ("this run's evidence" if program["runs"] == 1 else
+                                        f"program {program['program']}: {program['runs']} runs' evidence")
+
+
+def test_summary_advise_and_the_report_say_the_same_words(answers: dict[str, Any]) -> None:
+    summary = {where(f): keyed(f["advice"]) for f in answers["summary"]["files"]}
+    for f in answers["advise"]["files"]:
+        assert keyed(f["advice"]) == summary[f["path"]], f["path"]
+    report = {where(s["file"]): keyed(s["file"]["advice"]) for s in answers["report"]["sources"]}
+    assert report == summary
+    shown = {p["program"]: keyed(p["advice"]) for p in answers["report"]["programs"]}
+    assert shown == {p["program"]: keyed(p["advice"]) for p in answers["advise"]["programs"]}
+
+
+def test_the_overview_cell_says_one_of_the_runs_entries(answers: dict[str, Any]) -> None:
+    phrases = {f"ring {ring} {res}: {act}" for f in answers["summary"]["files"]
+               for (ring, res), (_, act) in keyed(f["advice"]).items()}
+    lines = answers["text"].split("\n\n", 1)[0].splitlines()
+    if len(answers["summary"]["files"]) < 2:
+        return
+    head = next(i for i, line in enumerate(lines) if line.startswith("source"))
+    col = lines[head].index("advice")
+    cells = [re.sub(r" \(\+\d+ more\)$", "", line[col:].strip()) for line in lines[head + 1:]]
+    assert cells and all(c in phrases or c in ("-", "keep the sizes") for c in cells), cells
+
+
+def test_a_failed_run_is_never_told_to_keep_the_size_it_failed_with(answers: dict[str, Any]) -> None:
+    for f in answers["summary"]["files"]:
+        v = f["verdict"]
+        if v["kind"] not in ("failed", "wedged") or v["resource"] is None:
+            continue
+        named = [a for a in f["advice"] if a["resource"] == v["resource"] and v["ring"] in (None, a["ring"])]
+        assert named, (where(f), v)
+        assert not any(a["action"].startswith("keep") for a in named), (where(f), named)
+        for a in named:
+            if a["capacity"] is not None:
+                assert target(a) > a["capacity"], (where(f), a)
+
+
+@pytest.mark.parametrize("program", sorted(p.name for p in (FIXTURES / "loops").iterdir())[:6])
+def test_a_file_named_alone_is_its_own_program(program: str) -> None:
+    """``advise FILE`` (one program of one run) and the advice ``watch`` exposes for it (the run on its own)."""
+    from ringtrace.analysis.advise import action, advise
+    from tests._support.events import finished
+    from tests._support.verdicts import verdict_events
+
+    for path in sorted((FIXTURES / "loops" / program / "outputs").glob("*/scope_stats/*.gz")):
+        _, out = cli("advise", "--format", "json", str(path))
+        [p] = json.loads(out)["programs"]
+        [fin] = finished(verdict_events([path]))
+        alone = advise(fin.summary, path=str(path), labels=fin.source.labels)
+        assert {(a.ring, a.resource): action(a) for a in alone.advice} == \
+            {(a["ring"], a["resource"]): a["action"] for a in json.loads(out)["files"][0]["advice"]}
+        assert p["runs"] == 1 and {(a.ring, a.resource) for a in alone.advice} == \
+            {(a["ring"], a["resource"]) for a in p["advice"]}
