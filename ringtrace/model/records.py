@@ -142,7 +142,7 @@ class Peak(msgspec.Struct, frozen=True):
     pinned: int = 0  # most held at once by open scopes' own tasks (freed only at scope exit): proven (see pair)
     open_pinned: int = 0  # what the scopes still open held at the ring's latest record (a wedge's backlog)
     request: int = 0  # largest single task's allocation seen (a hard lower bound on the need); 0: unknown
-    tail_moved: bool = False  # the ring's tail moved: the allocator had to wait (the run was tight)
+    tail_moved: bool = False  # the ring's tail moved: it wrapped and reclaimed (lazy: says nothing of headroom)
     batch: int = 0  # dep pool: entries live when the scope owning the ring's 64th task closed (see pair)
 
     @property
