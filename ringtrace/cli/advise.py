@@ -36,6 +36,17 @@ def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
     return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
 
 
+def evidence(fin: RunFinished) -> bool:
+    """A run advise may size from: a run known from its host log alone, or a readable file holding records or
+    paired with a host log that reports a failure (an empty, unreadable or metadata-only file proves nothing)."""
+    from ringtrace.cli.common import unreadable
+    from ringtrace.hostlog.parse import is_log_only
+
+    if is_log_only(fin):
+        return True
+    return not unreadable(fin) and (fin.summary.records > 0 or (fin.host_log is not None and fin.host_log.failed))
+
+
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.cli import common
 
@@ -44,7 +55,10 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
         common.err_line(io.err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
     summary, ok = common.read_inputs(args.paths, cfg, [], io, args.host_logs)
-    fins = list(summary.finished)  # a run known from its host log alone is evidence too
+    fins = [f for f in summary.finished if evidence(f)]  # a run known from its host log alone is evidence too
+    if summary.finished and not fins:
+        common.err_line(io.err, "nothing to advise from: no run read holds a scope record or a host log's failure")
+        return EXIT_INPUT
     run_facts = facts(fins)
     programs = advise_programs(run_facts, headroom, args.program or "")
     files = [f for f in fins if f.source.path]

@@ -106,7 +106,8 @@ def render_run(console: Console, fin: RunFinished) -> None:
         _sentence(console, line)
     shown = fin.problems[:10]
     for prob in shown:
-        console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
+        where = f"{fin.source.path}:{prob.line}" if prob.line else fin.source.path
+        console.print(f"  {prob.severity} {where}: {prob.message}", markup=False,
                       highlight=False)
     if s.parse_errors > sum(prob.severity == "error" for prob in shown):
         console.print(f"  ({s.parse_errors} parse errors in all)")

@@ -102,7 +102,7 @@ def find_sources(paths: list[str]) -> tuple[list[Path], list[str]]:
     """The scope_stats files of ``paths`` and the input errors (a missing path, a directory holding
     none): :func:`find_inputs` without the host logs (a file named on the command line is read as given)."""
     found = find_inputs(paths)
-    errors = [*found.errors, *(f"{d}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)"
+    errors = [*found.errors, *(empty_dir_message(d, found.other_jsonl.get(d, []), logs=False)
                                for d in found.empty_dirs)]
     return [*found.files, *(c.path for c in found.candidates)], errors
 
@@ -120,14 +120,35 @@ class Inputs(msgspec.Struct):
     """What :func:`find_inputs` found.  ``files``: scope_stats files, each once (a directory's sorted
     as :func:`sort_key`); ``logs``: the ``*.log`` files directory walks found, each once;
     ``candidates``: files given as PATH that may be host logs; ``empty_dirs``: directory arguments
-    holding no scope_stats file (an error unless a host log of theirs is a run); ``errors``: missing
-    and irregular paths."""
+    holding no scope_stats file (an error unless a host log of theirs is a run); ``other_jsonl``: for each
+    of those, the ``*.jsonl`` files it holds under other names (not read: see :func:`empty_dir_message`);
+    ``errors``: missing and irregular paths."""
 
     files: list[Path]
     logs: list[Path]
     candidates: list[Candidate]
     empty_dirs: list[str]
     errors: list[str]
+    other_jsonl: dict[str, list[Path]] = msgspec.field(default_factory=dict)
+
+
+MAX_NAMED = 5
+"""How many of a directory's other ``*.jsonl`` files its message names."""
+
+
+def empty_dir_message(directory: str, others: list[Path], logs: bool = True) -> str:
+    """The error for a directory argument holding no scope_stats file (``logs``: and no host log); when it
+    holds ``*.jsonl`` files under other names, names them and says how to read them (a directory's walk
+    takes only ``scope_stats.jsonl`` and ``scope_stats/*.jsonl``: a file named as PATH is read whatever its
+    name)."""
+    text = (f"{utf8(directory)}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)"
+            + (f" and no host log (*{LOG_SUFFIX})" if logs else ""))
+    if not others:
+        return text
+    shown = ", ".join(utf8(str(p)) for p in others[:MAX_NAMED])
+    more = f" and {len(others) - MAX_NAMED} more" if len(others) > MAX_NAMED else ""
+    return (f"{text}; it holds {len(others)} .jsonl file(s) under other names, not read: {shown}{more}; "
+            "name each as a PATH to read it")
 
 
 def _sniff(path: Path) -> tuple[bool, bool]:
@@ -179,14 +200,19 @@ def find_inputs(paths: list[str]) -> Inputs:
         found: list[Path] = []
         if p.is_dir():
             logs: list[Path] = []
+            others: list[Path] = []
             for f in walk_files(p):
                 if f.suffix == LOG_SUFFIX:
                     logs.append(f)
                 elif is_scope_stats(f) or is_scope_stats_archive(f):
                     found.append(f)
+                elif f.suffix == ".jsonl" or (f.suffix in COMPRESSED and f.with_suffix("").suffix == ".jsonl"):
+                    others.append(f)
             found.sort(key=sort_key)
             if not found:
                 out.empty_dirs.append(raw)
+                if others:
+                    out.other_jsonl[raw] = others
             for log in sorted(logs):
                 key = log.resolve()
                 if key not in seen:
