@@ -14,6 +14,7 @@ from ringtrace.analysis.advise import DEFAULT_HEADROOM, RunFacts, advise_runs, f
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunAdvice, RunFinished
 from ringtrace.report.text import print_trimmed
+from ringtrace.sources.paths import distinct_names, run_folder
 
 
 def problem_counts(fin: RunFinished) -> tuple[int, int]:
@@ -61,7 +62,8 @@ def problem_order(fin: RunFinished) -> tuple[int, int, float, str]:
 
 def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
     """Names that tell the rows apart, and what they all share (for the title): ``rank2/d1`` when every
-    row is of one run; else the run name less its timestamp where that is still unique."""
+    row is of one run; else the run name less its timestamp where that is still unique; else the run names,
+    those that several runs' folders share told apart by their folders' paths (:func:`distinct_names`)."""
     runs = {f.source.labels.run for f in fins}
     out = []
     for f in fins:
@@ -75,7 +77,8 @@ def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
     keys = [f"{s}/{t}" if f.source.labels.rank else s for s, t, f in zip(stripped, out, fins, strict=True)]
     if len(set(keys)) == len(keys):
         return keys, ""
-    return [f.source.name for f in fins], ""
+    folders = [run_folder(f.source.path, f.host_log.path if f.host_log is not None else "") for f in fins]
+    return distinct_names([f.source.name for f in fins], folders), ""
 
 
 def render_overview(console: Console, fins: Sequence[RunFinished], advice: Sequence[RunAdvice | None],

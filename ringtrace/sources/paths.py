@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePath
 
 import msgspec
@@ -74,6 +74,51 @@ def labels_for(path: PurePath) -> Labels:
         i -= 1
     run = utf8(parts[i - 1]) if i else ""
     return Labels(run=run, rank=rank, dispatch=dispatch)
+
+
+def run_root(file: PurePath) -> PurePath:
+    """The run directory a scope_stats file belongs to, where its host log sits: ``<work_dir>`` of
+    ``<work_dir>/dfx_outputs/scope_stats/x.jsonl``, ``<out_dir>`` of ``<out_dir>/dfx_outputs/rank<N>/d<K>/...``,
+    ``outputs/<case>_<ts>`` of a scene test.  (For ``watch --host-log-glob``: patterns are relative to it.)"""
+    parts = list(file.parent.parts)
+    if parts and parts[-1] == DIR_NAME:
+        parts.pop()
+    if labels_for(file).rank:  # rank<N>/d<K>
+        del parts[-2:]
+    if parts and parts[-1] == "dfx_outputs":
+        parts.pop()
+    return PurePath(*parts) if parts else PurePath(".")
+
+
+def run_folder(path: str, host_log: str = "") -> PurePath:
+    """Where one run is: :func:`run_root` of its scope_stats file (the file itself when it lies in no layout:
+    named by hand, it is a run of its own), else (a run known from its host log alone) the log's folder."""
+    if not path:
+        return PurePath(host_log).parent
+    file = PurePath(path)
+    return run_root(file) if is_scope_stats(file) or is_scope_stats_archive(file) else file
+
+
+def distinct_names(names: Sequence[str], folders: Sequence[PurePath]) -> list[str]:
+    """``names`` (one per run, same order as ``folders``, the runs' folders), each made unique where it is
+    not: a name several runs in different folders share becomes the shortest tail of its folder's path that
+    no other of those folders ends with (``a/outputs/TestX_20261130_101210``), then whatever followed the
+    folder's name in the name (``/rank0/d0``)."""
+    out = list(names)
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(name, []).append(i)
+    for members in groups.values():
+        if len({folders[i] for i in members}) < 2:
+            continue
+        for i in members:
+            parts = folders[i].parts
+            others = {folders[j].parts for j in members if folders[j] != folders[i]}
+            k = next((k for k in range(1, len(parts) + 1) if all(o[-k:] != parts[-k:] for o in others)), len(parts))
+            tail = "/".join(parts[-k:])
+            rest = names[i].split("/", 1)[1] if "/" in names[i] else ""
+            out[i] = f"{tail}/{rest}" if rest else tail
+    return out
 
 
 def read_program(path: Path) -> str:

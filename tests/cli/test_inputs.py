@@ -101,3 +101,22 @@ def test_a_named_file_takes_its_own_host_log_when_the_sizes_match(cli: Any, tmp_
     (run / "host.log").write_text(log)
     f = cli("summary", "--format", "json", run / "vector_small.jsonl").file()
     assert f["host_log"]["path"] == str(run / "host.log")
+
+
+# -- counts and names -----------------------------------------------------------------------------
+
+SAME = INPUTS / "same_names"
+RUN = "TestScopeStats_default_20261130_101210"
+
+
+@pytest.mark.parametrize("command", ["summary", "check"])
+def test_runs_whose_folders_share_a_name_are_told_apart_by_their_paths(cli: Any, command: str) -> None:
+    r = cli(command, SAME)
+    rows = [line.split()[0] for line in r.out.splitlines() if RUN in line and not line.startswith(("ok ", "FAIL "))]
+    assert rows == [f"{p}/outputs/{RUN}" for p in "abcde"]
+
+
+def test_the_report_tells_the_runs_apart(cli: Any) -> None:
+    page = cli("report", "-o", "-", SAME).out
+    for p in "abcde":
+        assert f'"{p}/outputs/{RUN}"' in page
