@@ -56,6 +56,7 @@ from ringtrace.model.runtime import (
     sizing_resource,
     usable,
 )
+from ringtrace.sources.paths import run_folder
 
 DEFAULT_HEADROOM = 0.1
 CLOSE = 1.25
@@ -631,7 +632,8 @@ def advise_programs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM
                          "(the resources interact): run it once to prove it")
         config = () if stop else tuple(_run_config(advice, None))
         sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
-        out.append(ProgramAnswer(prog, sources, len({r.labels.run or r.path for r in members}), final,
+        count = len({run_folder(r.path, r.host_log.path if r.host_log else "") for r in members})  # not labels
+        out.append(ProgramAnswer(prog, sources, count, final,
                                  tuple(advice), config, tuple(stop), tuple(notes)))
     return out
 

@@ -109,6 +109,13 @@ SAME = INPUTS / "same_names"
 RUN = "TestScopeStats_default_20261130_101210"
 
 
+def test_advise_counts_every_run_given_though_their_folders_share_a_name(cli: Any) -> None:
+    r = cli("advise", SAME)
+    assert r.code == 0 and r.out.splitlines()[0] == "TestScopeStats_default: 5 run(s), measure"
+    [program] = cli("advise", "--format", "json", SAME).json["programs"]
+    assert program["runs"] == 5
+
+
 @pytest.mark.parametrize("command", ["summary", "check"])
 def test_runs_whose_folders_share_a_name_are_told_apart_by_their_paths(cli: Any, command: str) -> None:
     r = cli(command, SAME)
