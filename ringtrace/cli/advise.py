@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.advise import (
@@ -29,7 +28,7 @@ from ringtrace.cli.overview import (
 )
 from ringtrace.config import Config
 from ringtrace.model.records import Advice, RunAdvice, RunFinished
-from ringtrace.report.text import print_trimmed
+from ringtrace.report.text import Column, print_table, sentence
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
@@ -98,24 +97,28 @@ def _what(a: Advice) -> str:
     return "-"
 
 
+_BOUNDS = (Column("lower", right=True), Column("upper", right=True), Column("estimate", right=True),
+           Column("advice", wrap=True))
+PROGRAM_COLUMNS = (Column("ring", right=True), Column("resource"), *_BOUNDS)
+FILE_COLUMNS = (Column("ring", right=True), Column("resource"), Column("capacity", right=True), Column("basis"),
+                *_BOUNDS)
+
+
 def render_program(console: Console, pa: ProgramAnswer) -> None:
     """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
     state = "final" if pa.final else "blocked" if pa.blocked else "measure"
     console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}", style="bold"))
     for text in pa.blocked:
-        console.print(Text(f"  {text}", style="bold red"))
+        sentence(console, Text(text, style="bold red"))
     for text in pa.notes:
-        console.print(Text(f"  note: {text}", style="yellow"))
+        sentence(console, Text(f"note: {text}", style="yellow"))
     if pa.advice:
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("ring", "resource", "lower", "upper", "estimate", "advice"):
-            table.add_column(col, justify="left" if col in ("resource", "advice") else "right")
+        print_table(console, PROGRAM_COLUMNS, [
+            [Text(str(a.ring)), Text(a.resource), *(Text(fmt(a.resource, v)) for v in (a.lower_bound, a.upper_bound,
+                                                                                       a.estimate)), Text(_what(a))]
+            for a in pa.advice], keys=2)
         for a in pa.advice:
-            table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
-                          fmt(a.resource, a.estimate), _what(a))
-        print_trimmed(console, table)
-        for a in pa.advice:
-            console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+            sentence(console, f"ring {a.ring} {a.resource}: {a.reason}")
     if pa.run_config:
         label = "RunConfig (final sizes)" if pa.final else "RunConfig for the next run (a measurement)"
         console.print(f"  {label}:", markup=False)
@@ -132,18 +135,14 @@ def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
         console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
         console.print()
         return
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
-        table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
+    print_table(console, FILE_COLUMNS, [
+        [Text(str(a.ring)), Text(a.resource), Text(fmt(a.resource, a.capacity)), Text(a.basis),
+         *(Text(fmt(a.resource, v)) for v in (a.lower_bound, a.upper_bound, a.estimate)), Text(_what(a))]
+        for a in ra.advice], keys=2)
     for a in ra.advice:
-        what = _what(a)
-        table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
-                      fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
-    print_trimmed(console, table)
-    for a in ra.advice:
-        console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+        sentence(console, f"ring {a.ring} {a.resource}: {a.reason}")
     for fix in ra.kernel_fixes:
-        console.print(Text(f"  kernel-side first: {fix}", style="yellow"))
+        sentence(console, Text(f"kernel-side first: {fix}", style="yellow"))
     if ra.run_config:
         label = "RunConfig for the final sizes" if ra.final else "RunConfig for the next measurement run"
         console.print(f"  {label}:", markup=False)

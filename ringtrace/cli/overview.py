@@ -13,7 +13,7 @@ from rich.text import Text
 from ringtrace.analysis.advise import DEFAULT_HEADROOM, RunFacts, advise_runs, fmt
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RunAdvice, RunFinished
-from ringtrace.report.text import print_trimmed
+from ringtrace.report.text import Column, print_trimmed, table_widths
 from ringtrace.sources.paths import distinct_names, run_folder
 
 
@@ -107,10 +107,10 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
             cells["check"] = Text("PASS", style="green") if gate.get(id(fin), True) else Text("FAIL", style="bold red")
         rows.append(cells)
     title = f"{len(fins)} sources" + (f" of {shared}" if shared else "")
-    longest = {col: max([len(r[col].plain) if col in ("check", "problems") else len(w) for r in rows
-                         for w in r[col].plain.split()] + [len(w) for w in col.split()]) for col in cols}
+    columns = [Column(col, wrap=col not in ("check", "problems")) for col in cols]
     room = console.width - (len(cols) - 1)  # one space between columns
-    if sum(longest.values()) > room:  # too narrow for a table: a block per source
+    widths = table_widths(columns, [[r[c] for c in cols] for r in rows], room)
+    if widths is None:  # too narrow for a table: a block per source
         console.print(Text(title, style="bold"))
         for cells in rows:
             console.print(cells["source"], overflow="ignore", crop=False)
@@ -126,24 +126,12 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
         return
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
                   title=title, collapse_padding=True)
-    for col, width in zip(cols, _widths(cols, rows, longest, room), strict=True):
+    for col, width in zip(cols, widths, strict=True):
         table.add_column(col, overflow="fold", width=width, no_wrap=col in ("check", "problems"))
     for cells in rows:
         table.add_row(*(cells[c] for c in cols))
     print_trimmed(console, table)
     console.print()
-
-
-def _widths(cols: list[str], rows: list[dict[str, Text]], longest: dict[str, int], room: int) -> list[int]:
-    """Column widths within ``room``: every column at least its longest word (so a cell wraps between words
-    only), the rest shared in proportion to what each column's longest cell would still take."""
-    full = {c: max([len(r[c].plain) for r in rows] + [len(c)]) for c in cols}
-    if sum(full.values()) <= room:
-        return [full[c] for c in cols]
-    extra = room - sum(longest.values())
-    want = {c: full[c] - longest[c] for c in cols}
-    total = sum(want.values()) or 1
-    return [longest[c] + extra * want[c] // total for c in cols]
 
 
 def glance(console: Console, fins: Sequence[RunFinished], details: bool | None,
