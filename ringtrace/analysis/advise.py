@@ -67,6 +67,7 @@ from ringtrace.model.runtime import (
     fmt_amount,
     sizing_resource,
 )
+from ringtrace.sources.paths import run_folder
 
 DEFAULT_HEADROOM = 0.1
 CLOSE = 1.25
@@ -817,17 +818,6 @@ def _floors(chosen: dict[Key, tuple[_Plan, str]], merged: dict[Key, _Bound], fai
     return raised
 
 
-def _run_id(run: RunFacts) -> str:
-    """The run a file or log belongs to: its path up to the run's folder (an L3 run's ranks are one run; runs
-    whose folder names coincide in different parents are not)."""
-    where = PurePath(run.path or (run.host_log.path if run.host_log is not None else ""))
-    name = run.labels.run
-    if name and name in where.parts:
-        i = len(where.parts) - 1 - where.parts[::-1].index(name)
-        return str(PurePath(*where.parts[: i + 1]))
-    return str(where)
-
-
 def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key, _Bound], blocked: Sequence[str],
             notes: list[str], headroom: float) -> ProgramAnswer:
     failures = _failures(members, [k for k, b in merged.items() if b.used])
@@ -846,7 +836,8 @@ def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key,
     final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
     config = () if stop else tuple(_run_config(advice, None))
     sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)
-    return ProgramAnswer(prog, sources, len({_run_id(r) for r in members}), final, tuple(advice), config,
+    count = len({run_folder(r.path, r.host_log.path if r.host_log else "") for r in members})  # folders, not labels
+    return ProgramAnswer(prog, sources, count, final, tuple(advice), config,
                          tuple(stop), tuple(notes), rule)
 
 

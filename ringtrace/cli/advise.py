@@ -10,7 +10,6 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.advise import (
@@ -31,11 +30,22 @@ from ringtrace.cli.overview import (
 )
 from ringtrace.config import Config
 from ringtrace.model.records import RunAdvice, RunFinished
-from ringtrace.report.text import print_trimmed
+from ringtrace.report.text import Column, print_table, sentence
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
     return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
+
+
+def evidence(fin: RunFinished) -> bool:
+    """A run advise may size from: a run known from its host log alone, or a readable file holding records or
+    paired with a host log that reports a failure (an empty, unreadable or metadata-only file proves nothing)."""
+    from ringtrace.cli.common import unreadable
+    from ringtrace.hostlog.parse import is_log_only
+
+    if is_log_only(fin):
+        return True
+    return not unreadable(fin) and (fin.summary.records > 0 or (fin.host_log is not None and fin.host_log.failed))
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
@@ -46,7 +56,10 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
         common.err_line(io.err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
     summary, ok = common.read_inputs(args.paths, cfg, [], io, args.host_logs)
-    fins = list(summary.finished)  # a run known from its host log alone is evidence too
+    fins = [f for f in summary.finished if evidence(f)]  # a run known from its host log alone is evidence too
+    if summary.finished and not fins:
+        common.err_line(io.err, "nothing to advise from: no run read holds a scope record or a host log's failure")
+        return EXIT_INPUT
     run_facts = facts(fins)
     programs = advise_programs(run_facts, headroom, args.program or "")
     if args.program:  # the user says they are one program: each run's advice is that program's
@@ -80,25 +93,29 @@ def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice],
     return {"programs": [program_json(pa) for pa in programs], "files": files}
 
 
+_BOUNDS = (Column("lower", right=True), Column("upper", right=True), Column("estimate", right=True),
+           Column("advice", wrap=True))
+PROGRAM_COLUMNS = (Column("ring", right=True), Column("resource"), *_BOUNDS)
+FILE_COLUMNS = (Column("ring", right=True), Column("resource"), Column("capacity", right=True), Column("basis"),
+                *_BOUNDS)
+
+
 def render_program(console: Console, pa: ProgramAnswer) -> None:
     """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
     state = "final" if pa.final else "blocked" if pa.blocked else "measure"
     how = f"; grouped by {pa.grouped_by}" if pa.grouped_by else ""
     console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}{how}", style="bold"))
     for text in pa.blocked:
-        console.print(Text(f"  {text}", style="bold red"))
+        sentence(console, Text(text, style="bold red"))
     for text in pa.notes:
-        console.print(Text(f"  note: {text}", style="yellow"))
+        sentence(console, Text(f"note: {text}", style="yellow"))
     if pa.advice:
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("ring", "resource", "lower", "upper", "estimate", "advice"):
-            table.add_column(col, justify="left" if col in ("resource", "advice") else "right")
+        print_table(console, PROGRAM_COLUMNS, [
+            [Text(str(a.ring)), Text(a.resource), *(Text(fmt(a.resource, v)) for v in (a.lower_bound, a.upper_bound,
+                                                                                       a.estimate)), Text(action(a))]
+            for a in pa.advice], keys=2)
         for a in pa.advice:
-            table.add_row(str(a.ring), a.resource, fmt(a.resource, a.lower_bound), fmt(a.resource, a.upper_bound),
-                          fmt(a.resource, a.estimate), action(a))
-        print_trimmed(console, table)
-        for a in pa.advice:
-            console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+            sentence(console, f"ring {a.ring} {a.resource}: {a.reason}")
     if pa.run_config:
         label = "RunConfig (final sizes)" if pa.final else "RunConfig for the next run (a measurement)"
         console.print(f"  {label}:", markup=False)
@@ -115,18 +132,14 @@ def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
         console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
         console.print()
         return
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("ring", "resource", "capacity", "basis", "lower", "upper", "estimate", "advice"):
-        table.add_column(col, justify="left" if col in ("resource", "basis", "advice") else "right")
+    print_table(console, FILE_COLUMNS, [
+        [Text(str(a.ring)), Text(a.resource), Text(fmt(a.resource, a.capacity)), Text(a.basis),
+         *(Text(fmt(a.resource, v)) for v in (a.lower_bound, a.upper_bound, a.estimate)), Text(action(a))]
+        for a in ra.advice], keys=2)
     for a in ra.advice:
-        what = action(a)
-        table.add_row(str(a.ring), a.resource, fmt(a.resource, a.capacity), a.basis, fmt(a.resource, a.lower_bound),
-                      fmt(a.resource, a.upper_bound), fmt(a.resource, a.estimate), what)
-    print_trimmed(console, table)
-    for a in ra.advice:
-        console.print(Text(f"  ring {a.ring} {a.resource}: {a.reason}"))
+        sentence(console, f"ring {a.ring} {a.resource}: {a.reason}")
     for fix in ra.kernel_fixes:
-        console.print(Text(f"  kernel-side first: {fix}", style="yellow"))
+        sentence(console, Text(f"kernel-side first: {fix}", style="yellow"))
     if ra.run_config:
         label = "RunConfig for the final sizes" if ra.final else "RunConfig for the next measurement run"
         console.print(f"  {label}:", markup=False)

@@ -16,6 +16,7 @@ from ringtrace.hostlog import plan as hostlog_cli
 from ringtrace.hostlog.parse import is_log_only
 from ringtrace.model.records import RunFinished
 from ringtrace.model.runtime import fmt_amount
+from ringtrace.report.text import sentence
 
 
 def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
@@ -55,8 +56,10 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
-        io.out.print(f"{status} {hostlog_cli.display_path(fin)}" + "".join(f"\n  {r}" for r in reasons), markup=False,
-                  highlight=False)
+        io.out.print(f"{status} {hostlog_cli.display_path(fin)}", markup=False, highlight=False,
+                     soft_wrap=True)  # one line, whatever its length: a path is never broken (grep FAIL)
+        for reason in reasons:  # sentences, wrapped at the console's width
+            sentence(io.out, reason)
     if not ok:
         return EXIT_INPUT
     return EXIT_FAIL if failed else EXIT_OK

@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.advise import (
@@ -18,7 +17,7 @@ from ringtrace.analysis.diff import RingSide, TreeDiff
 from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.config import Config
 from ringtrace.model.records import Finding
-from ringtrace.report.text import print_trimmed
+from ringtrace.report.text import Column, print_table, sentence
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
@@ -93,34 +92,37 @@ def _pct_arrow(before: float | None, after: float | None) -> str:
     return f"{pct(before)}→{pct(after)}" if before != after else "-"
 
 
+DIFF_COLUMNS = (Column("ring", right=True), Column("resource"), Column("capacity", right=True),
+                Column("high water", right=True), Column("use", right=True), Column("pinned (alloc)", right=True),
+                Column("live at exit", right=True))
+
+
 def render_diff(console: Console, tree: TreeDiff) -> None:
     for p in tree.pairs:
-        console.print(Text(f"A {p.a}\nB {p.b}", style="bold"))
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("ring", "resource", "capacity", "high water", "use", "pinned (alloc)", "live at exit"):
-            table.add_column(col, justify="left" if col == "resource" else "right", no_wrap=True)
-        for d in p.rings:
-            b, a = d.before, d.after
-            table.add_row(str(d.ring), d.resource,
-                          _arrow(d.resource, b.capacity if b else None, a.capacity if a else None),
-                          _arrow(d.resource, b.high_water if b else None, a.high_water if a else None),
-                          _pct_arrow(b.high_water_ratio if b else None, a.high_water_ratio if a else None),
-                          _arrow(d.resource, b.alloc if b else None, a.alloc if a else None),
-                          _arrow(d.resource, b.live_at_exit if b else None, a.live_at_exit if a else None))
-        print_trimmed(console, table)
+        console.print(Text(f"A {p.a}\nB {p.b}", style="bold"), soft_wrap=True)
+        print_table(console, DIFF_COLUMNS, [
+            [Text(str(d.ring)), Text(d.resource),
+             *(Text(_arrow(d.resource, getattr(d.before, f, None), getattr(d.after, f, None)))
+               for f in ("capacity", "high_water")),
+             Text(_pct_arrow(d.before.high_water_ratio if d.before else None,
+                             d.after.high_water_ratio if d.after else None)),
+             *(Text(_arrow(d.resource, getattr(d.before, f, None), getattr(d.after, f, None)))
+               for f in ("alloc", "live_at_exit"))]
+            for d in p.rings], keys=2)
         for d in p.rings:
             if d.before and d.after and d.before.high_water_site != d.after.high_water_site:
-                console.print(Text(f"  ring {d.ring} {d.resource} peak site: {d.before.high_water_site} -> "
-                                   f"{d.after.high_water_site}"))
+                sentence(console, f"ring {d.ring} {d.resource} peak site: {d.before.high_water_site} -> "
+                                  f"{d.after.high_water_site}")
         console.print(f"  scopes {p.scopes_before} -> {p.scopes_after}", markup=False)
         for f in p.findings_added:
-            console.print(Text(f"  + {f.severity} {f.rule}: {f.message}", style="red" if f.severity == "error" else ""))
+            style = "red" if f.severity == "error" else ""
+            sentence(console, Text(f"+ {f.severity} {f.rule}: {f.message}", style=style))
         for f in p.findings_removed:
-            console.print(Text(f"  - {f.severity} {f.rule}: {f.message}", style="green"))
+            sentence(console, Text(f"- {f.severity} {f.rule}: {f.message}", style="green"))
         for note in p.notes:
-            console.print(Text(f"  note: {note}", style="yellow"))
+            sentence(console, Text(f"note: {note}", style="yellow"))
         for reg in p.regressions:
-            console.print(Text(f"  REGRESSION {reg}", style="bold red"))
+            sentence(console, Text(f"REGRESSION {reg}", style="bold red"))
         console.print()
     for u in tree.unmatched:
         console.print(Text(f"unmatched {u}", style="yellow"))

@@ -13,7 +13,8 @@ from rich.text import Text
 from ringtrace.analysis.advise import action
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import Advice, RunAdvice, RunFinished
-from ringtrace.report.text import print_trimmed
+from ringtrace.report.text import Column, print_trimmed, table_widths
+from ringtrace.sources.paths import distinct_names, run_folder
 
 
 def problem_counts(fin: RunFinished) -> tuple[int, int]:
@@ -60,7 +61,8 @@ def problem_order(fin: RunFinished) -> tuple[int, int, float, str]:
 
 def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
     """Names that tell the rows apart, and what they all share (for the title): ``rank2/d1`` when every
-    row is of one run; else the run name less its timestamp where that is still unique."""
+    row is of one run; else the run name less its timestamp where that is still unique; else the run names,
+    those that several runs' folders share told apart by their folders' paths (:func:`distinct_names`)."""
     runs = {f.source.labels.run for f in fins}
     out = []
     for f in fins:
@@ -74,7 +76,8 @@ def short_names(fins: Sequence[RunFinished]) -> tuple[list[str], str]:
     keys = [f"{s}/{t}" if f.source.labels.rank else s for s, t, f in zip(stripped, out, fins, strict=True)]
     if len(set(keys)) == len(keys):
         return keys, ""
-    return [f.source.name for f in fins], ""
+    folders = [run_folder(f.source.path, f.host_log.path if f.host_log is not None else "") for f in fins]
+    return distinct_names([f.source.name for f in fins], folders), ""
 
 
 def render_overview(console: Console, fins: Sequence[RunFinished], advice: Sequence[RunAdvice | None],
@@ -103,10 +106,10 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
             cells["check"] = Text("PASS", style="green") if gate.get(id(fin), True) else Text("FAIL", style="bold red")
         rows.append(cells)
     title = f"{len(fins)} sources" + (f" of {shared}" if shared else "")
-    longest = {col: max([len(r[col].plain) if col in ("check", "problems") else len(w) for r in rows
-                         for w in r[col].plain.split()] + [len(w) for w in col.split()]) for col in cols}
+    columns = [Column(col, wrap=col not in ("check", "problems")) for col in cols]
     room = console.width - (len(cols) - 1)  # one space between columns
-    if sum(longest.values()) > room:  # too narrow for a table: a block per source
+    widths = table_widths(columns, [[r[c] for c in cols] for r in rows], room)
+    if widths is None:  # too narrow for a table: a block per source
         console.print(Text(title, style="bold"))
         for cells in rows:
             console.print(cells["source"], overflow="ignore", crop=False)
@@ -122,24 +125,12 @@ def render_overview(console: Console, fins: Sequence[RunFinished], advice: Seque
         return
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
                   title=title, collapse_padding=True)
-    for col, width in zip(cols, _widths(cols, rows, longest, room), strict=True):
+    for col, width in zip(cols, widths, strict=True):
         table.add_column(col, overflow="fold", width=width, no_wrap=col in ("check", "problems"))
     for cells in rows:
         table.add_row(*(cells[c] for c in cols))
     print_trimmed(console, table)
     console.print()
-
-
-def _widths(cols: list[str], rows: list[dict[str, Text]], longest: dict[str, int], room: int) -> list[int]:
-    """Column widths within ``room``: every column at least its longest word (so a cell wraps between words
-    only), the rest shared in proportion to what each column's longest cell would still take."""
-    full = {c: max([len(r[c].plain) for r in rows] + [len(c)]) for c in cols}
-    if sum(full.values()) <= room:
-        return [full[c] for c in cols]
-    extra = room - sum(longest.values())
-    want = {c: full[c] - longest[c] for c in cols}
-    total = sum(want.values()) or 1
-    return [longest[c] + extra * want[c] // total for c in cols]
 
 
 def glance(console: Console, fins: Sequence[RunFinished], details: bool | None,

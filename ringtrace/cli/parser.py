@@ -58,7 +58,8 @@ HELP: dict[str, tuple[str, tuple[str, ...], str]] = {
     "watch": ("Follow scope_stats files across build trees as they are written, and export each run.",
               ("ringtrace watch build_output/ --metrics-addr 0.0.0.0:9464 --state-dir /var/lib/ringtrace",
                "ringtrace watch outputs/ --once --events runs.jsonl"),
-              "0 stopped by SIGINT/SIGTERM or --once done; 2 usage error or an output that cannot be set up"),
+              "0 stopped by SIGINT/SIGTERM or --once done; 2 usage error, an output that cannot be set up, or "
+              "with --once a PATH that does not exist"),
     "convert": ("Scope timelines of one or more runs as one Perfetto trace and/or OTLP spans.",
                 ("ringtrace convert build_output/ -o run.pftrace",
                  "ringtrace convert outputs/ --otlp-endpoint http://127.0.0.1:4317"),
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "report", "one self-contained HTML page of runs (opens offline): verdict and advice first")
     _add_paths(p)
     p.add_argument("-o", "--output", metavar="FILE", default="ringtrace-report.html",
-                   help="the HTML file to write (default ringtrace-report.html)")
+                   help="the HTML file to write (default ringtrace-report.html; - for standard output)")
     p.add_argument("--headroom", type=float, help="share added over the need in the advice (default 0.1)")
 
     shared_options(p)

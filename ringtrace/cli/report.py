@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
@@ -20,6 +21,10 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     if not summary.finished:
         return EXIT_INPUT
     page = render(collector, cfg.headroom, f"ringtrace report: {report_paths(summary.finished)}")
+    if args.output == "-":  # standard output: the page alone
+        sys.stdout.write(page)
+        sys.stdout.flush()
+        return EXIT_OK if ok else EXIT_INPUT
     target = Path(args.output)
     try:
         write_atomic(target, page.encode("utf-8"))

@@ -9,6 +9,7 @@ import logging
 from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.config import Config
+from ringtrace.model.records import utf8
 
 
 def _stop_before_start(signum: int, frame: object) -> None:
@@ -16,9 +17,29 @@ def _stop_before_start(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_OK)
 
 
+def _missing(paths: list[str]) -> str:
+    """Why the first of ``paths`` that names nothing now is wrong: no such path, or a glob matching nothing
+    ("" when every path names something)."""
+    import glob
+    import os
+
+    for p in paths:
+        if glob.has_magic(p) and not glob.glob(p, recursive=True):
+            return f"{utf8(p)}: no file or directory matches this pattern"
+        if not glob.has_magic(p) and not os.path.lexists(p):
+            return f"{utf8(p)}: no such file or directory"
+    return ""
+
+
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     import asyncio
     import signal
+
+    if cfg.once:  # a path that is not there now is a mistake, not a root to wait for: --once reads what exists
+        missing = _missing(args.paths)
+        if missing:
+            _err(io.err, f"{missing} (watch --once reads what exists now)")
+            return EXIT_INPUT
 
     for sig in (signal.SIGTERM, signal.SIGINT):  # the app installs its own handlers once it runs
         signal.signal(sig, _stop_before_start)

@@ -35,7 +35,9 @@ from typing import Literal
 import msgspec
 
 from ringtrace.model.records import HostLog, Meta
-from ringtrace.sources.paths import DIR_NAME, labels_for
+from ringtrace.sources.paths import labels_for, run_root
+
+__all__ = ["LogMatch", "MatchKind", "contradiction", "match_logs", "run_root"]
 
 MatchKind = Literal["wrote", "tree", "rank", "outside", "ambiguous", "other_run", "taken"]
 """How a log was matched (``wrote``, ``tree``, ``rank``) or why not: ``outside`` (no file in its
@@ -158,17 +160,3 @@ def match_logs(logs: Sequence[HostLog], files: Sequence[str],
             owner[file] = i
         out[i] = LogMatch(logs[i], file, reason, kind, refused.get(i))
     return tuple(m for m in out if m is not None)
-
-
-def run_root(file: PurePath) -> PurePath:
-    """The run directory a scope_stats file belongs to, where its host log sits: ``<work_dir>`` of
-    ``<work_dir>/dfx_outputs/scope_stats/x.jsonl``, ``<out_dir>`` of ``<out_dir>/dfx_outputs/rank<N>/d<K>/...``,
-    ``outputs/<case>_<ts>`` of a scene test.  (For ``watch --host-log-glob``: patterns are relative to it.)"""
-    parts = list(file.parent.parts)
-    if parts and parts[-1] == DIR_NAME:
-        parts.pop()
-    if labels_for(file).rank:  # rank<N>/d<K>
-        del parts[-2:]
-    if parts and parts[-1] == "dfx_outputs":
-        parts.pop()
-    return PurePath(*parts) if parts else PurePath(".")

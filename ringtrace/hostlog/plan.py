@@ -51,7 +51,7 @@ from ringtrace.hostlog.read import MAX_LOG_BYTES, read_log
 from ringtrace.model.records import RESOURCES, HostLog, Meta, RunFinished, SinkEvent, utf8
 from ringtrace.model.runtime import COMPILE_DEFAULTS, RINGS
 from ringtrace.sources.files import open_input
-from ringtrace.sources.paths import DIR_NAME, HOST_LOG_NAME, LOG_SUFFIX, Inputs
+from ringtrace.sources.paths import DIR_NAME, HOST_LOG_NAME, LOG_SUFFIX, Inputs, empty_dir_message
 from ringtrace.stages.decode import Decoder
 from ringtrace.stages.diagnose import Thresholds, fmt_amount
 
@@ -70,11 +70,14 @@ class Plan(msgspec.Struct):
 
 
 class LogFile(msgspec.Struct, frozen=True):
-    """One host log file read: its parts (one per rank of an L3 log) and whether it was given."""
+    """One host log file read: its parts (one per rank of an L3 log) and whether it was given.  ``beside``:
+    found only in the folder of a file named on its own (no directory argument's walk found it), so it may
+    join that one run and is never a run of its own."""
 
     path: Path
     parts: tuple[HostLog, ...]
     given: bool
+    beside: bool = False
 
 
 def expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -212,6 +215,11 @@ def _decide(plan: Plan, log: LogFile, matches: Sequence[LogMatch], files: Mappin
             if m.file is None:
                 plan.notes.append(f"host log {_name(m.log)}: not matched to a scope_stats file: {utf8(m.reason)}")
         return used
+    if log.beside:  # a file named on its own is that one run: another run's log beside it is left alone
+        for m in matches:
+            plan.notes.append(f"host log {_name(m.log)}: not read: {utf8(m.reason)} (the file was named on its "
+                              "own: give the log or its folder as a PATH to read it as a run)")
+        return False
     own = [i for i, m in enumerate(matches) if m.kind in ("outside", "other_run")]
     runs = [i for i in own if matches[i].log.failed] or own[:1]
     for i, m in enumerate(matches):
@@ -287,6 +295,9 @@ def plan_for_read(patterns: Sequence[str], paths: Sequence[str], found: Inputs) 
         else:
             why = "it is empty" if cand.empty else "its first line is not a JSON object"
             plan.errors.append(f"{utf8(str(cand.path))}: not a scope_stats file ({why}) and not a host log")
+    walked = {p.resolve() for p in found.logs}
+    named = [f for f in files if str(f) in paths]  # a file named on its own: that one run
+    beside = {p.resolve() for f in named for p in run_folder_logs(f)} - walked
     for path in [*found.logs, *(p for f in files for p in run_folder_logs(f))]:
         if path.resolve() in seen:
             continue
@@ -296,13 +307,12 @@ def plan_for_read(patterns: Sequence[str], paths: Sequence[str], found: Inputs) 
             plan.notes.append(f"{utf8(str(path))}: not a host log (binary data): not read")
             continue
         if parts is not None and (path.name == HOST_LOG_NAME or recognised(parts)):
-            logs.append(LogFile(path, parts, False))
+            logs.append(LogFile(path, parts, False, path.resolve() in beside))
     used = _use(plan, logs, files)
     for d in found.empty_dirs:
         root = Path(d).resolve()
         if not any(p.resolve().is_relative_to(root) for p in used):
-            plan.errors.append(f"{utf8(d)}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl) "
-                               f"and no host log (*{LOG_SUFFIX})")
+            plan.errors.append(empty_dir_message(d, found.other_jsonl.get(d, [])))
     return files, plan
 
 

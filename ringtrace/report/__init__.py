@@ -33,6 +33,7 @@ from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, source_data
 from ringtrace.sinks.base import Sink
 from ringtrace.sources.files import path_hash, write_atomic
+from ringtrace.sources.paths import distinct_names, run_folder
 
 WIDTH = 600
 """Columns per series kept while reading (about one per pixel of a chart)."""
@@ -106,7 +107,7 @@ def _fit(doc: dict[str, Any], runs: Sequence[tuple[Picture, RunFinished]], room:
     fixed = len(payload) - chart_bytes
     width = max(MIN_WIDTH, int(WIDTH * max(room - fixed, 0) / max(chart_bytes, 1) * 0.9))
     for i, (pic, fin) in enumerate(runs):
-        sources[i] = source_data(pic, fin, width)
+        sources[i] = {**source_data(pic, fin, width), "name": sources[i]["name"]}
     size = len(_dump(doc))
     for cut in (_without_charts, _without_details):
         for i in reversed(range(len(sources))):
@@ -141,7 +142,10 @@ def render(collector: ReportCollector, headroom: float, title: str = "ringtrace 
     programs = advise_programs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
                                 for f in fins], headroom)
     index = {_key(fin): (i, fin) for i, fin in enumerate(fins)}
-    doc = {"title": title, "sources": [source_data(pic, fin, collector.width) for pic, fin in runs],
+    names = distinct_names([f.source.name for f in fins],  # runs whose folders share a name told apart
+                           [run_folder(f.source.path, f.host_log.path if f.host_log else "") for f in fins])
+    doc = {"title": title, "sources": [{**source_data(pic, fin, collector.width), "name": name}
+                                       for (pic, fin), name in zip(runs, names, strict=True)],
            "programs": [program_data(p, index) for p in programs]}
     template = page().replace("__TITLE__", html.escape(title))
     payload = _fit(doc, runs, BUDGET - len(template.encode()))

@@ -98,10 +98,11 @@ function timeChart(src, c, state) {
     if (capIn) add(lines, svg("line", {x1: M.l, x2: M.l + pw, y1: Y(c.capacity), y2: Y(c.capacity), "class": "capacity"}));
     const capText = !c.capacity ? "capacity unknown (0 in the metadata)" :
       "capacity " + withUnit(res, c.capacity) + (capIn ? "" : " ↑ off scale (the chart's top is " + small(top * 1.12 / c.capacity) + " of it)");
-    add(lines, svg("text", {x: M.l + 6, y: capIn ? Y(c.capacity) - 5 : M.t + 13, "class": "cap-label"}, capText));  // left: a wedge is at the right
-    if (c.need) {
-      const close = capIn && Math.abs(Y(c.need) - Y(c.capacity)) < 15;
-      add(lines, svg("text", {x: M.l + 6, y: Y(c.need) + (close ? 13 : -5), "class": "need-label"}, "proven need ≥ " + withUnit(res, c.need)));
+    const capY = capIn ? Y(c.capacity) - 5 : M.t + 13;  // off scale: at the chart's top
+    add(lines, svg("text", {x: M.l + 6, y: capY, "class": "cap-label"}, capText));  // left: a wedge is at the right
+    if (c.need) {  // above its line, or below it when that is where the capacity's label is (a line of text apart)
+      const above = Y(c.need) - 5, needY = Math.abs(above - capY) < 15 ? Math.max(Y(c.need) + 13, capY + 15) : above;
+      add(lines, svg("text", {x: M.l + 6, y: needY, "class": "need-label"}, "proven need ≥ " + withUnit(res, c.need)));
     }
     s.appendChild(lines);
     const marks = [];

@@ -6,6 +6,9 @@ console it is given and never reads files.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import msgspec
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markup import escape
 from rich.segment import Segment
@@ -41,12 +44,94 @@ def print_trimmed(console: Console, table: RenderableType) -> None:
     console.print(_Trimmed(table), soft_wrap=False)
 
 
-def _sentence(console: Console, text: Text) -> None:
-    """A verdict, finding or note: indented two columns, wrapped at the console's width (not 300 wide) at
-    word boundaries, no line padded with spaces."""
-    for line in text.wrap(console, max(20, console.width - 2)):
+def sentence(console: Console, text: Text | str, indent: int = 2) -> None:
+    """A verdict, finding, reason or note: indented ``indent`` columns, wrapped at the console's width (not 300
+    wide) at word boundaries, no line padded with spaces."""
+    text = Text(text) if isinstance(text, str) else text
+    for line in text.wrap(console, max(20, console.width - indent)):
         line.rstrip()
-        console.print(Text("  ").append_text(line), soft_wrap=True, highlight=False)
+        console.print(Text(" " * indent).append_text(line), soft_wrap=True, highlight=False)
+
+
+
+class Column(msgspec.Struct, frozen=True):
+    """A column of :func:`print_table`: its heading (unique in its table; it may wrap between its words), ``right``
+    aligned or not, and whether its cells may ``wrap`` between words (else a cell is never broken)."""
+
+    name: str
+    right: bool = False
+    wrap: bool = False
+
+
+def _words(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def table_widths(columns: Sequence[Column], rows: Sequence[Sequence[Text]], room: int) -> list[int] | None:
+    """Column widths that fit ``room`` (the gaps already taken out), or None when no table does: every column
+    its longest cell when all fit, else at least its longest heading word and its longest unbreakable cell (a
+    word of a ``wrap`` column, a whole cell of another), the rest shared by what each would still take."""
+    full = [max([len(c.name), *(len(r[i].plain) for r in rows)]) for i, c in enumerate(columns)]
+    if sum(full) <= room:
+        return full
+    least = [max([_words(c.name), *((_words(r[i].plain) if c.wrap else len(r[i].plain)) for r in rows)])
+             for i, c in enumerate(columns)]
+    extra = room - sum(least)
+    if extra < 0:
+        return None
+    want = [f - m for f, m in zip(full, least, strict=True)]
+    total = sum(want) or 1
+    return [m + extra * w // total for m, w in zip(least, want, strict=True)]
+
+
+def _pack(console: Console, items: Sequence[Text], indent: int) -> None:
+    """``items`` joined by "; ", indented, a new line before an item that would cross the console's width (an
+    item is never broken: "9.0 KiB" stays on one line)."""
+    width = console.width - indent
+    line = Text()
+    for item in items:
+        if line.plain and len(line.plain) + 2 + len(item.plain) + 1 > width:  # + 1: the ";" a next item adds
+            console.print(Text(" " * indent).append_text(line.append(";")), soft_wrap=True, highlight=False)
+            line = Text()
+        line = line.append("; ").append_text(item) if line.plain else item.copy()
+    if line.plain:
+        console.print(Text(" " * indent).append_text(line), soft_wrap=True, highlight=False)
+
+
+def print_table(console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Text]], gap: int = 2,
+                keys: int = 1, indent: int = 0) -> None:
+    """A table that fits the console's width: on one line a row when it can, headings (and ``wrap`` cells)
+    wrapped between words when it must, then one space between columns instead of ``gap``, and when even that
+    is too wide, a block per row: its first ``keys`` cells on a line (``indent`` columns in), then ``heading
+    value; ...`` wrapped below, two columns further in.  A cell is never cut or broken inside a word."""
+    widths = None
+    for space in dict.fromkeys((gap, 1)):  # the columns closer before a block per row
+        widths = table_widths(columns, rows, console.width - space * (len(columns) - 1))
+        if widths is not None:
+            break
+    if widths is None:
+        for row in rows:  # a numbered key says what it numbers: "ring 1 heap"
+            head = Text(" ").join(Text(f"{col.name} ").append_text(c) if col.right else c
+                                  for col, c in zip(columns[:keys], row[:keys], strict=True)
+                                  if c.plain not in ("", "-"))
+            console.print(Text(" " * indent).append_text(head), overflow="ignore", crop=False)
+            _pack(console, [Text(f"{col.name} ").append_text(c) for col, c in zip(columns[keys:], row[keys:],
+                                                                                   strict=True)
+                            if c.plain not in ("", "-")], indent + 2)
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", padding=(0, space),
+                  collapse_padding=True)
+    for col, width in zip(columns, widths, strict=True):
+        table.add_column(col.name, justify="right" if col.right else "left", width=width, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    print_trimmed(console, table)
+
+
+RING_COLUMNS = (Column("ring", right=True), Column("resource"), Column("capacity", right=True),
+                Column("proven need", right=True), Column("need/cap", right=True), Column("high water", right=True),
+                Column("live at exit", right=True), Column("largest alloc", right=True), Column("peak site"))
+"""The per-ring table of a run: one heading each (the need as a share of capacity is ``need/cap``)."""
 
 
 def render_run(console: Console, fin: RunFinished) -> None:
@@ -67,35 +152,32 @@ def render_run(console: Console, fin: RunFinished) -> None:
     verdict = Text("verdict ", style="bold")
     verdict.append(v.severity, style=_STYLE.get(v.severity, "green"))
     verdict.append(f": {v.text}")
-    _sentence(console, verdict)
+    sentence(console, verdict)
     if log is not None:  # sentences: wrapped at the console's width
         said = describe_log(log) if log.failed else "no failure reported"
-        _sentence(console, Text(f"host log {log.path}: {said}"))
+        sentence(console, Text(f"host log {log.path}: {said}"))
         if log.ring_sizes is not None:
             rs = log.ring_sizes
-            _sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
+            sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
                                     f"dep_pool={list(rs.dep_pool)}"))
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("ring", "resource", "capacity", "proven need", "need", "high water", "live at exit", "largest alloc",
-                "peak site"):
-        table.add_column(col, justify="left" if col in ("resource", "peak site") else "right",
-                         overflow="fold")  # a narrow terminal wraps a site, never cuts its line number
+    rows: list[list[Text]] = []
     for p in s.peaks:
         if not p.scopes:
             continue
         need = proven_need(p, s).value
         ratio = need / p.capacity if need and p.capacity else None
-        use = "-" if ratio is None else f"{100 * ratio:.1f}%"
         style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
-        table.add_row(str(p.ring), p.resource, "?" if p.capacity is None else fmt_amount(p.resource, p.capacity),
-                      fmt_amount(p.resource, need) if need else "-", f"[{style}]{use}[/]" if style else use,
-                      fmt_amount(p.resource, p.high_water), fmt_amount(p.resource, p.live_at_exit),
-                      fmt_amount(p.resource, p.alloc), Text(p.high_water_site))
+        rows.append([Text(str(p.ring)), Text(p.resource),
+                     Text("?" if p.capacity is None else fmt_amount(p.resource, p.capacity)),
+                     Text(fmt_amount(p.resource, need) if need else "-"),
+                     Text("-" if ratio is None else f"{100 * ratio:.1f}%", style=style),
+                     *(Text(fmt_amount(p.resource, v)) for v in (p.high_water, p.live_at_exit, p.alloc)),
+                     Text(p.high_water_site)])
     tm = s.tensormap
-    table.add_row("-", "tensormap", "?" if tm.capacity is None else str(tm.capacity), "", "", str(tm.peak), "", "",
-                  Text(tm.peak_site))
+    rows.append([Text("-"), Text("tensormap"), Text("?" if tm.capacity is None else str(tm.capacity)), Text(""),
+                 Text(""), Text(str(tm.peak)), Text(""), Text(""), Text(tm.peak_site)])
     if records:
-        print_trimmed(console, table)
+        print_table(console, RING_COLUMNS, rows, keys=2, indent=2)
     if s.wedged:
         console.print("  [bold red]wedged scopes[/] (outermost first; the last is where the run stopped):")
         for w in s.wedged:
@@ -103,10 +185,11 @@ def render_run(console: Console, fin: RunFinished) -> None:
     for f in fin.findings:
         line = Text(f.severity, style=_STYLE[f.severity])
         line.append(f" {f.rule}: {f.message}")
-        _sentence(console, line)
+        sentence(console, line)
     shown = fin.problems[:10]
     for prob in shown:
-        console.print(f"  {prob.severity} {fin.source.path}:{prob.line}: {prob.message}", markup=False,
+        where = f"{fin.source.path}:{prob.line}" if prob.line else fin.source.path
+        console.print(f"  {prob.severity} {where}: {prob.message}", markup=False,
                       highlight=False)
     if s.parse_errors > sum(prob.severity == "error" for prob in shown):
         console.print(f"  ({s.parse_errors} parse errors in all)")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePath
 
 import msgspec
@@ -76,6 +76,51 @@ def labels_for(path: PurePath) -> Labels:
     return Labels(run=run, rank=rank, dispatch=dispatch)
 
 
+def run_root(file: PurePath) -> PurePath:
+    """The run directory a scope_stats file belongs to, where its host log sits: ``<work_dir>`` of
+    ``<work_dir>/dfx_outputs/scope_stats/x.jsonl``, ``<out_dir>`` of ``<out_dir>/dfx_outputs/rank<N>/d<K>/...``,
+    ``outputs/<case>_<ts>`` of a scene test.  (For ``watch --host-log-glob``: patterns are relative to it.)"""
+    parts = list(file.parent.parts)
+    if parts and parts[-1] == DIR_NAME:
+        parts.pop()
+    if labels_for(file).rank:  # rank<N>/d<K>
+        del parts[-2:]
+    if parts and parts[-1] == "dfx_outputs":
+        parts.pop()
+    return PurePath(*parts) if parts else PurePath(".")
+
+
+def run_folder(path: str, host_log: str = "") -> PurePath:
+    """Where one run is: :func:`run_root` of its scope_stats file (the file itself when it lies in no layout:
+    named by hand, it is a run of its own), else (a run known from its host log alone) the log's folder."""
+    if not path:
+        return PurePath(host_log).parent
+    file = PurePath(path)
+    return run_root(file) if is_scope_stats(file) or is_scope_stats_archive(file) else file
+
+
+def distinct_names(names: Sequence[str], folders: Sequence[PurePath]) -> list[str]:
+    """``names`` (one per run, same order as ``folders``, the runs' folders), each made unique where it is
+    not: a name several runs in different folders share becomes the shortest tail of its folder's path that
+    no other of those folders ends with (``a/outputs/TestX_20261130_101210``), then whatever followed the
+    folder's name in the name (``/rank0/d0``)."""
+    out = list(names)
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(name, []).append(i)
+    for members in groups.values():
+        if len({folders[i] for i in members}) < 2:
+            continue
+        for i in members:
+            parts = folders[i].parts
+            others = {folders[j].parts for j in members if folders[j] != folders[i]}
+            k = next((k for k in range(1, len(parts) + 1) if all(o[-k:] != parts[-k:] for o in others)), len(parts))
+            tail = "/".join(parts[-k:])
+            rest = names[i].split("/", 1)[1] if "/" in names[i] else ""
+            out[i] = f"{tail}/{rest}" if rest else tail
+    return out
+
+
 def read_program(path: Path) -> str:
     """The program named by ``dispatch_program.json`` beside an L3 file's ``scope_stats/`` folder, or ""."""
     candidate = (path.parent.parent if path.parent.name == DIR_NAME else path.parent) / PROGRAM_FILE
@@ -102,7 +147,7 @@ def find_sources(paths: list[str]) -> tuple[list[Path], list[str]]:
     """The scope_stats files of ``paths`` and the input errors (a missing path, a directory holding
     none): :func:`find_inputs` without the host logs (a file named on the command line is read as given)."""
     found = find_inputs(paths)
-    errors = [*found.errors, *(f"{d}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)"
+    errors = [*found.errors, *(empty_dir_message(d, found.other_jsonl.get(d, []), logs=False)
                                for d in found.empty_dirs)]
     return [*found.files, *(c.path for c in found.candidates)], errors
 
@@ -120,14 +165,35 @@ class Inputs(msgspec.Struct):
     """What :func:`find_inputs` found.  ``files``: scope_stats files, each once (a directory's sorted
     as :func:`sort_key`); ``logs``: the ``*.log`` files directory walks found, each once;
     ``candidates``: files given as PATH that may be host logs; ``empty_dirs``: directory arguments
-    holding no scope_stats file (an error unless a host log of theirs is a run); ``errors``: missing
-    and irregular paths."""
+    holding no scope_stats file (an error unless a host log of theirs is a run); ``other_jsonl``: for each
+    of those, the ``*.jsonl`` files it holds under other names (not read: see :func:`empty_dir_message`);
+    ``errors``: missing and irregular paths."""
 
     files: list[Path]
     logs: list[Path]
     candidates: list[Candidate]
     empty_dirs: list[str]
     errors: list[str]
+    other_jsonl: dict[str, list[Path]] = msgspec.field(default_factory=dict)
+
+
+MAX_NAMED = 5
+"""How many of a directory's other ``*.jsonl`` files its message names."""
+
+
+def empty_dir_message(directory: str, others: list[Path], logs: bool = True) -> str:
+    """The error for a directory argument holding no scope_stats file (``logs``: and no host log); when it
+    holds ``*.jsonl`` files under other names, names them and says how to read them (a directory's walk
+    takes only ``scope_stats.jsonl`` and ``scope_stats/*.jsonl``: a file named as PATH is read whatever its
+    name)."""
+    text = (f"{utf8(directory)}: no scope_stats files in this directory (looked for */{DIR_NAME}/*.jsonl)"
+            + (f" and no host log (*{LOG_SUFFIX})" if logs else ""))
+    if not others:
+        return text
+    shown = ", ".join(utf8(str(p)) for p in others[:MAX_NAMED])
+    more = f" and {len(others) - MAX_NAMED} more" if len(others) > MAX_NAMED else ""
+    return (f"{text}; it holds {len(others)} .jsonl file(s) under other names, not read: {shown}{more}; "
+            "name each as a PATH to read it")
 
 
 def _sniff(path: Path) -> tuple[bool, bool]:
@@ -179,14 +245,19 @@ def find_inputs(paths: list[str]) -> Inputs:
         found: list[Path] = []
         if p.is_dir():
             logs: list[Path] = []
+            others: list[Path] = []
             for f in walk_files(p):
                 if f.suffix == LOG_SUFFIX:
                     logs.append(f)
                 elif is_scope_stats(f) or is_scope_stats_archive(f):
                     found.append(f)
+                elif f.suffix == ".jsonl" or (f.suffix in COMPRESSED and f.with_suffix("").suffix == ".jsonl"):
+                    others.append(f)
             found.sort(key=sort_key)
             if not found:
                 out.empty_dirs.append(raw)
+                if others:
+                    out.other_jsonl[raw] = others
             for log in sorted(logs):
                 key = log.resolve()
                 if key not in seen:

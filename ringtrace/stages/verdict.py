@@ -8,7 +8,8 @@ Decided in this order (the first that holds):
 3. ``failed`` (error) — the host log reports a failure;
 4. ``cut_short`` (error) — fewer records than the metadata promises (``total - dropped``), or the file went
    away under the reader: no wedge site, no guessed code;
-   ``failed`` (error) again when the metadata says ``"fatal": true``;
+   ``failed`` (error) again when the metadata says ``"fatal": true``; then ``cut_short`` again for a file
+   with a metadata line and no record (the runtime writes the root scope's begin first: never a completed run);
 5. ``test_failed`` (error) — completed, but the scene test failed on numbers: the sizes sufficed;
 6. ``unknown`` — nothing to judge (no metadata line; a log alone that reports no failure), or records were
    dropped: the run's end cannot be told from its records (warning);
@@ -47,6 +48,9 @@ def verdict_of(s: RunSummary, findings: Sequence[Finding], host_log: HostLog | N
                                              "no verdict on the run itself")
     if meta is not None and meta.fatal:
         return Verdict("failed", "error", 'failed: a fatal was latched ("fatal": true)')
+    if meta is not None and not s.records:
+        return Verdict("cut_short", "error", "no scope records, a metadata line only: the file is cut or was "
+                                             "still being written; no verdict on the run itself")
     if host_log is not None and host_log.test_failure is not None:
         return Verdict("test_failed", "error", f"completed, but the test failed on numbers: "
                                                f"{host_log.test_failure}; the sizes sufficed (not a ring problem)")

@@ -47,6 +47,7 @@ def answer() -> dict[str, Any]:
 
 def program(answer: dict[str, Any], label: str) -> dict[str, Any]:
     [p] = [p for p in answer["programs"] if p["program"] == label]
+    assert isinstance(p, dict)
     return p
 
 

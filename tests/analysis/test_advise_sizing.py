@@ -58,11 +58,10 @@ def test_every_run_alone_brackets_the_true_minimum(run: dict[str, Any]) -> None:
             named = here is not None and here["ring"] == m["ring"]
             assert (a is not None) == named, (m, answer)
             if named and m["resource"] == "dep_pool":  # its report names no ring: raised on every ring, and said
+                assert here is not None
                 assert any("does not name" in n for n in answer["notes"]), answer
                 assert {e["ring"] for e in answer["advice"] if e["resource"] == "dep_pool"} == {0, 1, 2, 3}
                 assert all(e["lower_bound"] > here["value"] for e in answer["advice"]), answer  # a floor
-            if a is None:
-                continue
             if a is None:
                 continue
         assert a is not None, (m, answer)

@@ -209,14 +209,19 @@ def test_a_log_whose_ring_sizes_contradict_the_metadata_is_not_paired(cli: Any, 
     log = tight.parents[2] / "host.log"
     heap = [8192, 16384, 2147483648, 65536]  # not the sizes the file's run used: another run's log
     log.write_text(sizes_line(TIGHT["task_window"], heap, TIGHT["dep_pool"]) + "[driver] run status: ok (0.1s)\n")
-    for args in (["--host-log", log, tight], [tight]):
-        r = cli("summary", "--format", "json", *args)
-        assert r.code == 0, r.err
-        f, other = r.files()
-        assert f["host_log"] is None and not [x for x in f["findings"] if x["rule"] == "ring_sizes_mismatch"]
-        assert other["path"] is None and other["host_log"]["ring_sizes"]["heap"] == heap
-        assert (f"host log {log} says ring 2 heap=2147483648 (its 'Ring buffer sizes' line), the file's metadata "
-                f"says 32768: another run; not paired with {tight}") in r.err
+    r = cli("summary", "--format", "json", "--host-log", log, tight)  # the log given: a run of its own
+    assert r.code == 0, r.err
+    f, other = r.files()
+    assert f["host_log"] is None and not [x for x in f["findings"] if x["rule"] == "ring_sizes_mismatch"]
+    assert other["path"] is None and other["host_log"]["ring_sizes"]["heap"] == heap
+    assert (f"host log {log} says ring 2 heap=2147483648 (its 'Ring buffer sizes' line), the file's metadata "
+            f"says 32768: another run; not paired with {tight}") in r.err
+    r = cli("summary", "--format", "json", tight)  # the file named alone: that one run; the log beside it is not read
+    assert r.code == 0, r.err
+    [f] = r.files()
+    assert f["host_log"] is None and not [x for x in f["findings"] if x["rule"] == "ring_sizes_mismatch"]
+    assert (f"host log {log}: not read: says ring 2 heap=2147483648 (its 'Ring buffer sizes' line), the file's "
+            "metadata says 32768: another run; not paired (the file was named on its own") in r.err
     r = cli("check", "--expect", "heap=(8K,16K,2G,64K)", tight)
     assert r.code == 1  # the file's own metadata: the override did not land
     assert "ring 2 heap: expected 2.0 GiB (2147483648), the metadata says 32.0 KiB (32768)" in r.out

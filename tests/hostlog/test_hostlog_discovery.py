@@ -368,9 +368,8 @@ def test_a_binary_file_given_as_host_log_is_not_a_host_log(tmp_path: Path) -> No
 
     run = tmp_path / "outputs" / "x_20261201_000000" / "scope_stats"
     run.mkdir(parents=True)
-    (run / "scope_stats.jsonl").write_text('{"version": 6, "fatal": false, "dropped": 0, "total": 0, '
-                                           '"task_window_max": [16, 16, 16, 16], "heap_max": [1024, 1024, 1024, 1024], '
-                                           '"dep_pool_max": [16, 16, 16, 16], "tensormap_max": 64}\n')
+    (run / "scope_stats.jsonl").write_bytes(encode_lines([meta(total=2), rec("x.cpp:1", "begin", 0),
+                                                          rec("x.cpp:1", "end", 0, tw=(0, 1))]))
     blob = tmp_path / "core.log"
     blob.write_bytes(bytes(range(256)) * 40)
     assert main(["check", str(run.parent), "--host-log", str(blob)]) == 2  # was: exit 0, "no failure reported"

@@ -14,8 +14,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests._support.report_page import Browser, Opened, amount, boxes, overlapping, summary_json, write_report
-from tests._support.samples import FLOW, L3
+from tests._support.report_page import (
+    PA_LOOP,
+    Browser,
+    Opened,
+    amount,
+    boxes,
+    overlapping,
+    summary_json,
+    write_report,
+)
+from tests._support.samples import FLOW, L3, SAMPLES
 
 RESOURCES = ("task_window", "heap", "dep_pool")
 WORDS = {"task_window": "task window", "heap": "heap", "dep_pool": "dep pool"}
@@ -162,3 +171,25 @@ def test_hover_and_zoom_on_a_long_real_run(chromium: Browser, tmp_path: Path) ->
     o.page.wait_for_function("(w) => +document.querySelector('svg.tchart').getAttribute('width') < w", arg=wide)
     check_axes(o, sec)
     assert o.clean(), o.errors
+
+
+def test_no_two_labels_of_a_chart_overlap_on_any_real_run(chromium: Browser, tmp_path: Path) -> None:
+    """Every chart of every real run (the samples and the report's tuning loop): its capacity, proven-need and
+    mark labels' on-screen boxes never overlap, at a wide and a narrow page.  (A ring whose capacity is off the
+    chart's scale put its label at the top, where a proven need near the top drew its own.)"""
+    page = write_report(tmp_path / "all.html", SAMPLES, PA_LOOP)
+    for width in (1300, 700):
+        o = chromium.open(page, width=width)
+        charts = o.page.locator("svg.tchart")
+        assert charts.count() > 20
+        crossed = []
+        for i in range(charts.count()):
+            chart = charts.nth(i)
+            chart.scroll_into_view_if_needed()
+            labels = chart.locator(".mark-label, .cap-label, .need-label")
+            bs = [dict(labels.nth(j).bounding_box() or {}, text=labels.nth(j).text_content())
+                  for j in range(labels.count())]
+            bs = [{"x": b["x"], "y": b["y"], "w": b["width"], "h": b["height"], "text": b["text"]}
+                  for b in bs if "x" in b]
+            crossed += overlapping(bs)
+        assert crossed == [], crossed

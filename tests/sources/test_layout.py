@@ -11,6 +11,7 @@ import pytest
 from ringtrace.model.records import Labels
 from ringtrace.sources.paths import (
     Candidate,
+    distinct_names,
     find_inputs,
     find_sources,
     is_scope_stats,
@@ -147,3 +148,12 @@ def test_find_inputs_errors_name_the_path(tmp_path: Path) -> None:
     assert found.errors == [f"{tmp_path / 'missing'}: no such file or directory",
                             f"{fifo}: not a regular file or directory"]
     assert found.logs == [] and found.empty_dirs == [str(tmp_path)]  # a FIFO named like a log is never opened
+
+
+def test_distinct_names_use_the_shortest_tail_of_the_folders_that_tells_them_apart() -> None:
+    folders = [PurePath("/x/a/outputs/T_1"), PurePath("/x/b/outputs/T_1"), PurePath("/y/outputs/U_2"),
+               PurePath("/x/a/outputs/T_1")]
+    names = ["T_1/rank0/d0", "T_1/rank0/d0", "U_2", "T_1/rank1/d1"]
+    assert distinct_names(names, folders) == ["a/outputs/T_1/rank0/d0", "b/outputs/T_1/rank0/d0", "U_2",
+                                              "T_1/rank1/d1"]
+    assert distinct_names(["T", "T"], [PurePath("/s/T"), PurePath("/s/T")]) == ["T", "T"]  # one folder: one run

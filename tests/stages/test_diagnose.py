@@ -355,10 +355,10 @@ def test_no_depth_cap_under_the_cap_and_the_same_scope_is_counted() -> None:
     assert (near.severity, near.ring, near.resource) == ("warning", 1, "heap")  # 'post' held 3500 of 4096
 
 
-def test_a_metadata_line_with_every_capacity_0_and_no_records_is_a_complete_run(write_jsonl: Any,
-                                                                               capsys: pytest.CaptureFixture[str]
-                                                                               ) -> None:
-    """A runtime that never sets capacities (the host-built-graph runtime): 0 is unknown, never full."""
+def test_a_metadata_line_with_every_capacity_0_and_no_records_is_unknown_capacities_and_no_run(
+        write_jsonl: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A runtime that never sets capacities (the host-built-graph runtime): 0 is unknown, never full.  With no
+    record the file is read in full, but it is never a completed run: check fails it (the verdict is cut_short)."""
     lines = with_totals([], task_window=0, heap=0, dep_pool=0, tensormap=0)
     fin = finish(encode_lines(lines))
     s = fin.summary
@@ -370,9 +370,10 @@ def test_a_metadata_line_with_every_capacity_0_and_no_records_is_a_complete_run(
     f = json.loads(capsys.readouterr().out)["files"][0]
     assert (f["complete"], f["wedged"], f["findings"], f["rings"]) == (True, [], [], [])
     assert f["tensormap"]["capacity"] is None
-    assert main(["check", str(path)]) == 0
+    assert f["verdict"]["kind"] == "cut_short"
+    assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
-    assert f"ok {path}" in out and "FAIL" not in out and "UNREADABLE" not in out
+    assert f"FAIL {path}" in out and "no scope records" in out and f"ok {path}" not in out
 
 
 def test_zero_capacities_of_the_host_built_graph_runtime_are_unknown_not_full(write_jsonl: Any,
