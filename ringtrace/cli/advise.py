@@ -104,7 +104,7 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
     """A program's answer first: its bracket per ring and resource, then the RunConfig to run next."""
     state = "final" if pa.final else "blocked" if pa.blocked else "measure"
     how = f"; grouped by {pa.grouped_by}" if pa.grouped_by else ""
-    console.print(Text(f"{pa.program}: {pa.runs} run(s), {state}{how}", style="bold"))
+    sentence(console, Text(f"{pa.program}: {pa.runs} run(s), {state}{how}", style="bold"), indent=0)
     for text in pa.blocked:
         sentence(console, Text(text, style="bold red"))
     for text in pa.notes:
@@ -127,7 +127,8 @@ def render_program(console: Console, pa: ProgramAnswer) -> None:
 
 
 def render_advice(console: Console, fin: RunFinished, ra: RunAdvice) -> None:
-    console.print(Text(f"{fin.source.path} ({ra.evidence or 'this run' + chr(39) + 's evidence'})", style="bold"))
+    console.print(Text(fin.source.path, style="bold"))
+    sentence(console, f"advice from {ra.evidence or 'this run' + chr(39) + 's evidence'}")
     if not ra.advice:
         console.print("  no ring in use with a paired scope: nothing to advise", markup=False)
         console.print()

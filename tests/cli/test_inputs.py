@@ -111,7 +111,7 @@ RUN = "TestScopeStats_default_20261130_101210"
 
 def test_advise_counts_every_run_given_though_their_folders_share_a_name(cli: Any) -> None:
     r = cli("advise", SAME)
-    assert r.code == 0 and r.out.splitlines()[0] == "TestScopeStats_default: 5 run(s), measure"
+    assert r.code == 0 and r.out.splitlines()[0] == "TestScopeStats_default: 5 run(s), measure; grouped by case name"
     [program] = cli("advise", "--format", "json", SAME).json["programs"]
     assert program["runs"] == 5
 
