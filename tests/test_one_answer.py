@@ -114,6 +114,10 @@ def test_a_failed_run_is_never_told_to_keep_the_size_it_failed_with(answers: dic
             continue
         named = [a for a in f["advice"] if a["resource"] == v["resource"] and v["ring"] in (None, a["ring"])]
         assert named, (where(f), v)
+        if (f["host_log"] or {}).get("deadlock") and f["host_log"]["deadlock"].get("backstop") and \
+                any(Path(where(f)).parent.name in n and "wall-clock give-up" in n for p in answers["advise"]["programs"]
+                    for n in p["notes"]):
+            continue  # the allocator's wall-clock give-up at a size that completed: set aside as load, and said
         assert not any(a["action"].startswith("keep") for a in named), (where(f), named)
         for a in named:
             if a["capacity"] is not None:

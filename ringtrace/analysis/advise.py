@@ -272,6 +272,7 @@ class _Bound:
         "proven",
         "request",
         "retry",
+        "set_aside",
         "used",
     )
 
@@ -287,6 +288,7 @@ class _Bound:
         self.retry = 0  # a size where the allocator gave up once after ~500 ms (backstop): run it again first
         self.counts: list[tuple[int | None, int, str]] = []  # dep pool: (the ring's window, entries live, run)
         self.failed: list[int] = []  # capacities at which this resource was proven short
+        self.set_aside: list[str] = []  # wall-clock give-ups at a size that completed: load, not a size
         self.used = False
         self.known = False  # some run stated this capacity (0 in the metadata means unknown)
 
@@ -307,6 +309,7 @@ def _merge(bounds: Iterable[_Bound]) -> _Bound:
         out.proven, out.request = max(out.proven, b.proven), max(out.request, b.request)
         out.counts += b.counts
         out.failed += b.failed
+        out.set_aside += b.set_aside
     out.used = bool(users)
     out.known = any(b.known for b in users)
     if users and all(b.hi is not None for b in users):
@@ -374,6 +377,11 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
         if short.backstop and short.capacity is not None and not _believed(short, pending, b):
             b.used = b.known = True
             b.retry = max(b.retry, short.capacity)  # one wall-clock give-up: run that size again first
+            if b.hi is not None and short.capacity >= b.hi:
+                b.set_aside.append(f"{short.src}: {exact(short.resource, short.capacity)} of ring {short.ring} "
+                                   f"{short.resource} failed by the allocator's ~500 ms wall-clock give-up (no reclaim "
+                                   f"progress), at a size that completed ({b.hi_src}): a loaded machine, not a size; "
+                                   "set aside (run it again if in doubt)")
             continue
         _prove(bounds, short)
     return bounds, blocked
@@ -761,15 +769,19 @@ class _Failure(msgspec.Struct, frozen=True):
     where: str  # the log's path and line, for citing it
 
 
-def _failures(runs: Sequence[RunFacts], in_use: Iterable[Key]) -> list[_Failure]:
+def _failures(runs: Sequence[RunFacts], merged: dict[Key, _Bound]) -> list[_Failure]:
     """Each failed run's floor; a report that names no ring is laid on the rings the program uses that resource on
-    (every ring where no run shows which) that were at the failing size (or whose size is unknown)."""
-    used = set(in_use)
+    (every ring where no run shows which) that were at the failing size (or whose size is unknown).  A wall-clock
+    give-up at a size that completed is load, not a floor (:func:`_believed`)."""
+    used = {k for k, b in merged.items() if b.used}
     out = []
     for run in runs:
         code = _code(run)
         short = _shortfall(run, code) if code is not None else None
         if short is None or short.capacity is None:
+            continue
+        b = merged.get((short.ring, short.resource)) if short.ring is not None else None
+        if short.backstop and b is not None and b.hi is not None and short.capacity >= b.hi:
             continue
         sizes = {(g, r): c for g in range(RINGS) for r in RESOURCES
                  if (c := _capacity_of(run, g, r)) is not None}
@@ -820,7 +832,7 @@ def _floors(chosen: dict[Key, tuple[_Plan, str]], merged: dict[Key, _Bound], fai
 
 def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key, _Bound], blocked: Sequence[str],
             notes: list[str], headroom: float) -> ProgramAnswer:
-    failures = _failures(members, [k for k, b in merged.items() if b.used])
+    failures = _failures(members, merged)
     for _ in range(RINGS * len(RESOURCES)):  # each pass raises at least one bound to a failure's floor
         plans = {k: _plan(k[1], b, headroom) for k, b in merged.items()}
         chosen = _batch(plans, merged)
@@ -833,6 +845,7 @@ def _answer(prog: str, rule: str, members: Sequence[RunFacts], merged: dict[Key,
         peak = next((p for p in latest.summary.peaks if (p.ring, p.resource) == (ring, r)), None)
         advice.append(_advice(r, ring, b, plan, _capacity_of(latest, ring, r), _basis(latest.summary, peak), driver))
     stop = sorted(set(blocked))
+    notes = [*notes, *sorted({text for b in merged.values() for text in b.set_aside})]
     final = not stop and bool(advice) and all(a.recommended is not None for a in advice)
     config = () if stop else tuple(_run_config(advice, None))
     sources = tuple(r.path or (r.host_log.path if r.host_log is not None else "") for r in members)

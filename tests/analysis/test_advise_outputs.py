@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,21 @@ def needs(label: str) -> dict[Key, int]:
             and m["case"].split("::")[-2:] == case.split("::")[-2:]}
 
 
+_GIVE_UP = re.compile(r"FATAL: Task Allocator Deadlock - (Heap Exhausted|Task Ring Full)! ring=(\d)")
+
+
+def load_not_size(run: dict[str, Any]) -> bool:
+    """A failure the allocator's ~500 ms wall-clock give-up made (``No reclaim progress``) at a size of its ring
+    and resource that completed in another run of the case: the realsim README's "re-run before believing a
+    single failure" (a loaded 2-core machine), not a shortfall.  Read off the host log, not off ringtrace."""
+    text = (OUTPUTS / run["dir"] / "host.log").read_text(errors="replace")
+    m = _GIVE_UP.search(text)
+    if run["completed"] or m is None or "No reclaim progress" not in text:
+        return False
+    key = (int(m.group(2)), "heap" if m.group(1) == "Heap Exhausted" else "task_window")
+    return any(given(r)[key] <= given(run)[key] for r in RUNS if r["label"] == run["label"] and r["completed"])
+
+
 def allowed(resource: str, need: int) -> int:
     """At most 1.25x the need, plus the runtime's granule (a whole KiB of heap; a window's power of two; one
     dep-pool entry)."""
@@ -120,7 +136,7 @@ def test_nothing_is_proposed_at_or_below_a_size_that_failed(answer: dict[str, An
     """The answer's RunConfig is never at or below every size of a run of that case that failed: it raises the
     failing resource above the failed size (and a report that names no ring raises every ring at that size)."""
     proposal = sizes(program(answer, label)["run_config"])
-    for run in (r for r in RUNS if r["label"] == label and not r["completed"]):
+    for run in (r for r in RUNS if r["label"] == label and not r["completed"] and not load_not_size(r)):
         failed = given(run)
         assert any(proposal[k] > failed[k] for k in failed), (run["dir"], proposal)
 
@@ -140,9 +156,11 @@ def test_a_final_answer_keeps_within_a_quarter_of_the_need(answer: dict[str, Any
 @pytest.mark.parametrize("label", sorted(META.get("finals", {})))
 def test_a_final_runconfig_completes_on_every_confirming_run(label: str, tmp_path: Path) -> None:
     """The answer over the runs before the confirmations was final, and its RunConfig completed every time it was
-    run again on the runtime."""
+    run again on the runtime, but where the allocator's wall-clock give-up failed a run at a size that completed
+    (load: :func:`load_not_size`); with every run, confirmations included, the answer stays final."""
     confirms = [r for r in RUNS if r["label"] == label and r.get("confirm")]
-    assert len(confirms) == 3 and all(r["completed"] for r in confirms), confirms
+    assert len(confirms) == 3 and all(r["completed"] or load_not_size(r) for r in confirms), confirms
+    assert sum(r["completed"] for r in confirms) >= 2, confirms
     tree = tmp_path / "outputs"
     tree.mkdir()
     for r in RUNS:
@@ -150,7 +168,14 @@ def test_a_final_runconfig_completes_on_every_confirming_run(label: str, tmp_pat
             shutil.copytree(OUTPUTS / r["dir"], tree / r["dir"])
     before = program(advise(tmp_path), label)
     assert before["final"]
-    assert sizes(before["run_config"]) == {k: v for k, v in given(confirms[0]).items()}
+    assert sizes(before["run_config"]) == given(confirms[0])
+    after = program(advise(OUTPUTS), label)  # the confirmations are evidence too: a dep pool's count is timing,
+    assert after["final"]  # so the most seen can grow (its answer with it, within 1.25x); nothing else moves
+    for k, v in sizes(after["run_config"]).items():
+        assert v == given(confirms[0])[k] if k[1] != "dep_pool" else v >= given(confirms[0])[k], (k, v)
+    for r in confirms:
+        if not r["completed"]:  # set aside, and said
+            assert any(r["dir"] in n and "wall-clock give-up" in n for n in after["notes"]), after["notes"]
 
 
 def test_the_covering_answer_is_the_largest_of_its_cases(answer: dict[str, Any]) -> None:
