@@ -259,6 +259,7 @@ class _Bound:
     """The evidence of one unit (a rank of a program) for one (ring, resource)."""
 
     __slots__ = (
+        "completed",
         "counts",
         "est",
         "est_src",
@@ -281,6 +282,7 @@ class _Bound:
         self.lo_src = self.lo_why = ""
         self.hi: int | None = None  # smallest capacity that completed
         self.hi_src = ""
+        self.completed: list[tuple[int, str]] = []  # every capacity that completed, and the run
         self.est = 0  # the records' figure (``estimate``): their proof, or for the dep pool the latest count
         self.est_src = ""
         self.proven = 0  # the most the records alone proved
@@ -315,6 +317,8 @@ def _merge(bounds: Iterable[_Bound]) -> _Bound:
     if users and all(b.hi is not None for b in users):
         top = max(users, key=lambda b: b.hi or 0)
         out.hi, out.hi_src = top.hi, top.hi_src
+        every = set.intersection(*({c for c, _ in b.completed} for b in users))  # sizes every rank completed at
+        out.completed = [(c, src) for c, src in users[0].completed if c in every]
     return out
 
 
@@ -353,6 +357,8 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
                 blocked.clear()  # a later run completed: an earlier program error is not today's
                 for (ring, r), b in bounds.items():
                     cap = s.meta.capacity(r, ring)
+                    if cap is not None:
+                        b.completed.append((cap, run.name))
                     if cap is not None and (b.hi is None or cap < b.hi):
                         b.hi, b.hi_src = cap, run.name
             continue
@@ -515,9 +521,11 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
         return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
                                    f"proven about it; the records show about {fmt(r, b.est)}")
     lo, hi_known = b.lo_need, b.hi
+    hi_src = b.hi_src
     if hi_known is not None and lo > hi_known:
-        if r == "dep_pool":  # a failure above a completion: the outcome varies with timing (a task takes an
-            hi_known = None  # entry only for a producer still running): the failure's word is the safe one
+        if r == "dep_pool":  # a need above a completion: the outcome varies with timing (a task takes an entry
+            above = [c for c in b.completed if c[0] >= lo]  # only for a producer still running): the larger word
+            hi_known, hi_src = min(above) if above else (None, "")  # is the safe one; a completion above it holds
         else:  # a completion below what the records seemed to prove: the real run wins
             lo = hi_known
     lo_txt = f"at least {fmt(r, lo)} ({b.lo_why})" if lo else "no need proven yet"
@@ -536,7 +544,7 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
                                                            "by another run: the outcome varies from run to run")
         return _Plan("grow", p, f"{why}; {lo_txt}{est_txt}: measure at {fmt(r, p)}")
     hi = hi_known
-    hi_txt = f"{fmt(r, hi)} completed ({b.hi_src})"
+    hi_txt = f"{fmt(r, hi)} completed ({hi_src})"
     below = accept_below(r, hi)
     if hi <= close or below is None or below < accept(r, lo or 1):
         # headroom over the proven need, and over the completion as far as the bracket allows (near the

@@ -16,12 +16,12 @@ def table() -> str:
     loops = json.loads((REALSIM / "loops.json").read_text())
     minima = json.loads((REALSIM / "minima.json").read_text())
     rows = ["| program (scene test) | runs to final | final sizes (ring: size) | need (one-resource minimum) | "
-            "final / need | final run |", "|---|---|---|---|---|---|"]
+            "final / need | final RunConfig run again |", "|---|---|---|---|---|---|"]
     for prog in sorted(loops):
         loop = loops[prog]
         final = {}
         for res, key in CONFIG_KEYS.items():
-            value = loop["final"].get(key, 0)
+            value = loop["confirm"]["run_config"].get(key, 0)
             for ring, v in enumerate(value if isinstance(value, list) else [value] * 4):
                 final[(ring, res)] = v or COMPILE_DEFAULTS[res]
         needs = sorted((m for m in minima if m["program"] == prog), key=lambda m: (m["ring"], m["resource"]))
@@ -32,8 +32,12 @@ def table() -> str:
             need_cells.append(fmt_amount(m["resource"], m["min_pass"]))
             ratios.append(f"{got / m['min_pass']:.2f}")
         case = loop["case"].split("::", 1)[-1] if "::" in loop["case"] else loop["case"]
+        runs = loop["confirm"]["runs"]
+        done = sum(r["completed"] for r in runs)
+        gave_up = sum(1 for r in runs if not r["completed"] and r.get("give_up"))
+        outcome = f"completed {done} of {len(runs)}" + (f" ({gave_up} wall-clock give-up under load)" if gave_up else "")
         rows.append(f"| `{prog}` ({case}) | {len(loop['runs'])} | {'; '.join(sizes)} | {'; '.join(need_cells)} | "
-                    f"{'; '.join(ratios)} | {'completed' if loop['final_completed'] else 'FAILED'} |")
+                    f"{'; '.join(ratios)} | {outcome} |")
     return "\n".join(rows)
 
 
