@@ -46,7 +46,7 @@ def test_the_readme_says_what_the_commands_say(monkeypatch: pytest.MonkeyPatch) 
     """The README's samples ("What it says") are the commands' output on the committed real runs, line for
     line (its ``...`` lines stand for lines left out)."""
     monkeypatch.setenv("COLUMNS", "100")
-    monkeypatch.chdir(ROOT / "tests/fixtures/realsim/loops/bgemm")
+    monkeypatch.chdir(ROOT / "tests/fixtures/realsim")
     text = README.read_text().split("## What it says", 1)[1].split("## Synopsis", 1)[0]
     blocks = re.findall(r"```\n(.*?)\n```", text, re.S)
     said: list[tuple[list[str], str]] = []  # (argv, the sample's lines)

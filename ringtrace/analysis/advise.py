@@ -528,7 +528,7 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
             hi_known, hi_src = min(above) if above else (None, "")  # is the safe one; a completion above it holds
         else:  # a completion below what the records seemed to prove: the real run wins
             lo = hi_known
-    lo_txt = f"at least {fmt(r, lo)} ({b.lo_why})" if lo else "no need proven yet"
+    lo_txt = f"at least {fmt(r, accept(r, lo) if r == 'heap' else lo)} ({b.lo_why})" if lo else "no need proven yet"
     close = _closing(r, lo, h)
     est = b.est
     if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held

@@ -41,5 +41,33 @@ def table() -> str:
     return "\n".join(rows)
 
 
+
+def outputs_table() -> str:
+    """The user-folder table of ``docs/commands.md``: per case of ``tests/fixtures/realsim/outputs/`` its runs,
+    ``advise outputs/``'s final sizes today, and the confirming runs (what was run again at a final answer)."""
+    import contextlib
+    import io
+
+    from ringtrace.cli import main
+
+    meta = json.loads((REALSIM / "outputs.json").read_text())
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main(["advise", "--format", "json", str(REALSIM / "outputs")])
+    programs = {p["program"]: p for p in json.loads(buf.getvalue())["programs"]}
+    rows = ["| case | runs (failed) | final sizes today (ring: size) | runs at a final answer (completed) |",
+            "|---|---|---|---|"]
+    for label in sorted({r["label"] for r in meta["runs"]}):
+        runs = [r for r in meta["runs"] if r["label"] == label]
+        p = programs[label]
+        cells = [f"{a['ring']}/{a['resource']}: {fmt_amount(a['resource'], a['recommended'])}" for a in p["advice"]
+                 if a["recommended"] is not None]
+        confirms = [r for r in runs if r.get("confirm")]
+        rows.append(f"| `{label}` | {len(runs)} ({sum(not r['completed'] for r in runs)}) | "
+                    f"{'; '.join(cells) if p['final'] else 'not final'} | "
+                    f"{len(confirms)} ({sum(bool(r['completed']) for r in confirms)}) |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
-    print(table())
+    print(table(), outputs_table(), sep="\n\n")
