@@ -77,7 +77,10 @@ def check_fifo(records: list[Record], scn: sim.Scenario) -> int:
             assert all(a >= b for a, b in zip(head, lhead, strict=True)), r
             if tail != ltail:
                 moves += 1
-                assert tail[0] > ltail[0], f"one FIFO watermark: tails move with the task window ({r})"
+                # one FIFO watermark: a heap block is freed only when its task retires; the dep pool is reclaimed in
+                # batches (after 64 retired tasks, runtime.DEP_POOL_BATCH), so its tail may catch up at a sample
+                # where the window's did not move
+                assert tail[1] == ltail[1] or tail[0] > ltail[0], f"the heap's tail moves with the window's ({r})"
                 # a block went to the ring's start (no straddle), or filled a wrapped ring exactly (never allowed)
                 wrapped = head[1] // cap[1] != lhead[1] // cap[1] or head[1] - ltail[1] >= cap[1]
                 assert wrapped or any(head[i] - ltail[i] > usable[i] for i in range(n)), \
