@@ -18,16 +18,17 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def _missing(paths: list[str]) -> str:
-    """Why the first of ``paths`` that names nothing now is wrong: no such path, or a glob matching nothing
-    ("" when every path names something)."""
+    """Why the first of ``paths`` that names nothing now is wrong: no such path, or a pattern whose folder before
+    its first wildcard does not exist ("" when every path names something).  A pattern is never expanded here: a
+    tree may hold symbolic-link loops, which the watcher's own walk handles."""
     import glob
     import os
 
     for p in paths:
-        if glob.has_magic(p) and not glob.glob(p, recursive=True):
-            return f"{utf8(p)}: no file or directory matches this pattern"
-        if not glob.has_magic(p) and not os.path.lexists(p):
-            return f"{utf8(p)}: no such file or directory"
+        parts = p.split(os.sep)
+        fixed = os.sep.join(parts[:next((i for i, x in enumerate(parts) if glob.has_magic(x)), len(parts))])
+        if not os.path.lexists(fixed or "."):  # a pattern's folder before its first wildcard: never walked here
+            return f"{utf8(p)}: no such file or directory" if fixed == p else f"{utf8(fixed)}: no such directory"
     return ""
 
 
