@@ -35,7 +35,9 @@ def table() -> str:
         runs = loop["confirm"]["runs"]
         done = sum(r["completed"] for r in runs)
         gave_up = sum(1 for r in runs if not r["completed"] and r.get("give_up"))
-        outcome = f"completed {done} of {len(runs)}" + (f" ({gave_up} wall-clock give-up under load)" if gave_up else "")
+        outcome = f"completed {done} of {len(runs)}"
+        if gave_up:
+            outcome += f" ({gave_up} wall-clock give-up under load)"
         rows.append(f"| `{prog}` ({case}) | {len(loop['runs'])} | {'; '.join(sizes)} | {'; '.join(need_cells)} | "
                     f"{'; '.join(ratios)} | {outcome} |")
     return "\n".join(rows)

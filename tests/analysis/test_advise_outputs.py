@@ -155,9 +155,10 @@ def test_a_final_answer_keeps_within_a_quarter_of_the_need(answer: dict[str, Any
 
 @pytest.mark.parametrize("label", sorted(META.get("finals", {})))
 def test_a_final_runconfig_completes_on_every_confirming_run(label: str, tmp_path: Path) -> None:
-    """Every round of confirmations: the answer over the runs before it was final, and its RunConfig completed
-    every time it was run again on the runtime (the last round here; every round's outcomes in the next test), but where the allocator's wall-clock give-up failed a run at a size that completed
-    (load: :func:`load_not_size`); with every run, confirmations included, the answer stays final."""
+    """The last round of confirmations (every round's outcomes: the next test): the answer over the runs before it
+    was final, and its RunConfig completed every time it was run again on the runtime, but where the allocator's
+    wall-clock give-up failed a run at a size that completed (load: :func:`load_not_size`); with every run,
+    confirmations included, the answer stays final."""
     last = max(r.get("confirm", 0) for r in RUNS if r["label"] == label)  # each round ran today's final again
     confirms = [r for r in RUNS if r["label"] == label and r.get("confirm") == last]
     assert len(confirms) == 3 and all(r["completed"] or load_not_size(r) for r in confirms), confirms
