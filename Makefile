@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORE := $(VENV)/.core
 
-.PHONY: demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
+.PHONY: demo cluster-demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +20,17 @@ $(CORE): $(STAMP) ringtrace/stages/_core.c ringtrace/sinks/perfetto/_encode.c
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(CORE)
 
-# Debian packages the tests drive for real (Prometheus server and promtool, Chromium).
+# Debian packages the tests drive for real (Prometheus server and promtool, Alertmanager, Chromium).
 system-deps:
 	bash scripts/system-deps.sh
 
 demo: $(STAMP) $(CORE)
 	$(BIN)/ringtrace demo
+
+# The cluster on one machine (tests/e2e/cluster_demo.py): 8 agents, four 128-rank runs written live, a real
+# Prometheus and Alertmanager with the shipped configs; prints where to look and each notification. Ctrl-C stops.
+cluster-demo: $(STAMP) $(CORE) system-deps
+	$(BIN)/python -m tests.e2e.cluster_demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check ringtrace tests deploy docs setup.py
