@@ -55,8 +55,9 @@ def alert_rules(group: str | None = None) -> list[dict[str, Any]]:
 
 
 def recording_names() -> set[str]:
-    doc = yaml.safe_load((PROM / "ringtrace-recording.yml").read_text())
-    return {r["record"] for g in doc["groups"] for r in g["rules"]}
+    """Recorded names of both rule files (the alerts' file records what its alerts read, before them)."""
+    docs = [yaml.safe_load(p.read_text()) for p in RULE_FILES]
+    return {r["record"] for doc in docs for g in doc["groups"] for r in g["rules"] if "record" in r}
 
 
 def exposed_names() -> set[str]:
@@ -154,7 +155,11 @@ def test_alerts_carry_severity_summary_description_runbook() -> None:
         assert ann["summary"] and ann["description"], r["alert"]
         assert ann["runbook_url"] == README_ANCHOR + r["alert"].lower(), r["alert"]
         if r["alert"] not in ("RingtraceExporterDown", "RingtraceExporterErrors", "RingtraceParseErrors"):
-            assert "$labels.run" in ann["description"] and "$labels.rank" in ann["description"], r["alert"]
+            # one alert per run: its labels are the run's, its annotations name a rank (read by a query)
+            assert "$labels.run" in ann["description"] and "Labels.rank" in ann["description"], r["alert"]
+            assert "rank" in ann and "keep_firing_for" in r, r["alert"]
+            if r["labels"]["severity"] == "critical":
+                assert {"node", "ring", "resource", "site", "code", "dashboard", "report", "trace"} <= set(ann)
 
 
 def test_rules_read_only_metrics_the_exporter_exposes() -> None:
