@@ -129,7 +129,7 @@ def test_metrics_text_format(server: MetricsServer) -> None:
     assert status == 200
     assert headers["content-type"].startswith("text/plain; version=0.0.4")
     names = {f.name for f in text_string_to_metric_families(body.decode())}
-    assert {"ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict", "ringtrace_wedged_scope_info",
+    assert {"ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict", "ringtrace_wedged_innermost_scope_info",
             "ringtrace_build_info"} <= names
 
 
