@@ -1,8 +1,8 @@
 """The Prometheus sink: live per-run state, read at scrape time.
 
-Threads: :meth:`PrometheusSink.receive` runs on the app's sink thread, scrapes (``render``, ``collect``)
-on the HTTP server's worker threads.  One lock guards the state: ``receive`` does small arithmetic
-under it and never blocks; a scrape picks the runs and joins the finished runs' lines under it.
+Threads: :meth:`PrometheusSink.receive` runs on the app's sink thread, scrapes (``chunks``, ``render``,
+``collect``) on the HTTP server's worker threads.  One lock guards the state: ``receive`` does small
+arithmetic under it and never blocks; a scrape picks the runs under it.
 
 Per source path (the latest generation wins) the sink keeps an open run's latest summary.  A finished
 run is formatted once, when it finishes, into its exposition lines (one bytes per family:
@@ -16,12 +16,13 @@ for the rest of their TTL.
 
 In each family the finished runs come first, by labels, then the open runs, by labels.  Of runs with
 the same ``run``/``rank``/``dispatch`` labels the most recently updated is exposed.  Label values that
-are not UTF-8 show U+FFFD.  ``render`` keeps the finished runs' lines joined per family between scrapes
-until the set of finished runs changes, and formats the open runs afresh; a scrape that finds nothing
-changed gets the same bytes object again (the server reuses its gzip then).  ``render`` is
-byte-identical to prometheus_client's encoders over ``registry`` in both formats (registered
-collectors last); ``collect`` is that reference, reading a finished run's samples back from its lines
-with prometheus_client's parser.
+are not UTF-8 show U+FFFD.  A scrape (``chunks``) takes the finished runs' lines as they are and formats
+the open runs afresh, and hands the exposition out in pieces of about 256 KiB made as they are sent
+(:mod:`ringtrace.sinks.prometheus.exposition`): the 30 MB of 10,000 finished rank files are never
+joined into one body; its key tells the server when its last gzip can be sent again.  ``render``, the
+pieces joined, is byte-identical to prometheus_client's encoders over ``registry`` in both formats
+(registered collectors last); ``collect`` is that reference, reading a finished run's samples back from
+its lines with prometheus_client's parser.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from ringtrace.sinks.prometheus._families import (
 )
 from ringtrace.sinks.prometheus._journal import Entry, Journal, decode_key, encode_key
 from ringtrace.sinks.prometheus._own import SelfCounts, own_families
+from ringtrace.sinks.prometheus.exposition import Chunks, grouped
 
 log = logging.getLogger("ringtrace.sinks.prometheus")
 Key = tuple[str, str, str]
@@ -150,8 +152,6 @@ class PrometheusSink(Sink):
         self._build = [ringtrace_version(), platform.python_version()]
         self._version = 0  # moves at every change of what the runs expose
         self._exposed_fin: list[_RunState] | None = None  # the finished runs exposed, by labels
-        self._joined: list[bytes] | None = None  # their lines joined per family
-        self._last: tuple[bool, int, bytes, bytes] | None = None  # (om, version, own families, body)
         self._journal = Journal(state_dir) if state_dir is not None else None
         self.registry.register(self)
         self._headers = {om: _family_heads(encode(_Collector(lambda: run_families([]))))
@@ -296,7 +296,7 @@ class PrometheusSink(Sink):
     def _changed(self) -> None:
         """The set of finished runs changed."""
         self._version += 1
-        self._exposed_fin = self._joined = None
+        self._exposed_fin = None
 
     def _drop_oldest_finished(self) -> _RunState | None:
         """Forget the run that finished first, unless it was replaced already; the run dropped."""
@@ -320,23 +320,22 @@ class PrometheusSink(Sink):
                 self._forget(path)
                 self._self.evicted += 1
 
-    def _exposed(self) -> tuple[list[_RunState], list[_RunState], bool]:
-        """(finished runs exposed, open runs exposed, each by labels; whether an open run hides a finished
-        one): of runs with the same labels the most recently updated."""
+    def _exposed(self) -> tuple[list[_RunState], list[_RunState]]:
+        """(finished runs exposed, open runs exposed), each by labels: of runs with the same labels the most
+        recently updated."""
         self._expire(self._clock())
         if self._exposed_fin is None:
             self._exposed_fin = _latest(st for st in self._runs.values() if st.lines is not None)
         fin = self._exposed_fin
         opened = _latest(st for st in self._runs.values() if st.lines is None)
         if not opened:
-            return fin, opened, False
+            return fin, opened
         by_labels = {st.labels: st for st in fin}
         newer = {st.labels for st in opened if st.labels not in by_labels
                  or by_labels[st.labels].updated_at <= st.updated_at}
-        hidden = [st for st in fin if st.labels in newer]
-        if hidden:
+        if any(st.labels in newer for st in fin):
             fin = [st for st in fin if st.labels not in newer]
-        return fin, [st for st in opened if st.labels in newer], bool(hidden)
+        return fin, [st for st in opened if st.labels in newer]
 
     # -- scrapes ------------------------------------------------------------------------------
 
@@ -346,7 +345,7 @@ class PrometheusSink(Sink):
     def collect(self) -> Iterator[Metric]:
         """Every family, collected afresh (the reference :meth:`render` is checked against)."""
         with self._lock:
-            fin, opened, _ = self._exposed()
+            fin, opened = self._exposed()
             lines = [st.lines for st in fin if st.lines is not None]
             views = [st.view() for st in opened]
         yield from run_families([*map(_parsed, lines), *map(samples, views)])
@@ -359,38 +358,32 @@ class PrometheusSink(Sink):
             c.tracked, c.finished_series = len(self._runs), self._finished_series
         yield from own_families(c, _poll(self._reader), _poll(self._sink_errors), self._build)
 
-    def render(self, accept: str) -> tuple[bytes, str]:
-        """The exposition for a scrape whose ``Accept`` header is ``accept``: (body, content type).
-
-        Called by the HTTP server off the event loop; the lock is held to pick the runs and join the
-        finished runs' lines when they changed."""
+    def chunks(self, accept: str) -> tuple[Chunks, str]:
+        """The exposition for a scrape whose ``Accept`` header is ``accept``, in pieces made as they are taken
+        (the server streams or compresses them); the content type.  The lock is held to pick the runs."""
         _, content_type = choose_encoder(accept)
         om = content_type.startswith(OPENMETRICS.split(";")[0])
         with self._lock:
-            fin, opened, hidden = self._exposed()
-            if hidden or self._joined is None:
-                blocks = [b"".join(map(itemgetter(i), [st.lines for st in fin if st.lines is not None]))
-                          for i in range(len(RUN_FAMILIES))]
-                if not hidden:
-                    self._joined = blocks
-            else:
-                blocks = self._joined
+            fin, opened = self._exposed()
+            rows = [st.lines for st in fin if st.lines is not None]
             views = [st.view() for st in opened]
             version = self._version
         own = openmetrics_latest(self._own) if om else text_latest(self._own)
-        last = self._last
-        if last is not None and last[:3] == (om, version, own):
-            return last[3], content_type
-        rows = [run_lines(samples(v))[0] for v in views]
-        parts: list[bytes] = []
-        for i, head in enumerate(self._headers[om]):
-            parts.append(head)
-            parts.append(blocks[i])
-            parts.extend(row[i] for row in rows)
-        parts.append(own)
-        body = b"".join(parts)
-        self._last = (om, version, own, body)
-        return body, content_type
+        rows += [run_lines(samples(v))[0] for v in views]
+        return Chunks(grouped(_pieces(self._headers[om], rows, own)), (om, version, own)), content_type
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """:meth:`chunks` joined: the whole body."""
+        got, content_type = self.chunks(accept)
+        return b"".join(got), content_type
+
+
+def _pieces(heads: list[bytes], rows: list[tuple[bytes, ...]], own: bytes) -> Iterator[bytes]:
+    """Each family's head and its runs' lines (``rows``, one tuple a run), then the own families."""
+    for i, head in enumerate(heads):
+        yield head
+        yield from filter(None, map(itemgetter(i), rows))
+    yield own
 
 
 def _latest(runs: Iterable[_RunState]) -> list[_RunState]:
