@@ -6,7 +6,7 @@
   runs x rings proven need and occupancy, rings stalled near capacity, failed and wedged runs, the
   exporters themselves.
 * ``ringtrace-run.json``: one run drill-down (``run`` and ``rank`` variables): its verdict per rank,
-  per rank, ring and resource the proven need, occupancy, capacities, tensormap, wedged scopes.
+  per rank, ring and resource the proven need, occupancy (open runs), high water, capacities, where it wedged.
 
 Every query uses the ``datasource`` variable; only ``$run``, ``$rank``, ``$instance`` and
 ``$__rate_interval`` appear in expressions (the test substitutes them and has promtool parse
@@ -25,8 +25,10 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 OVERVIEW_UID = "ringtrace-overview"
 RUN_UID = "ringtrace-run"
 RUN_SEL = 'run=~"$run", rank=~"$rank", dispatch=~"$dispatch"'
-RESOURCES = (("task_window", "", "none", "task-window slots"), ("heap", "_bytes", "bytes", "heap"),
-             ("dep_pool", "", "none", "dep-pool entries"))
+PER_RING = "rank {{rank}} d{{dispatch}} ring {{ring}} {{resource}}"
+HIGH_WATER = ("The largest scope high water (end.head - begin.tail) over what the ring can hold, for the rings and "
+              "resources the run used. Occupancy, not need: a ring that never had to wait keeps everything; above "
+              "100% the ring reclaimed during the scope.")
 
 
 class Layout:
@@ -196,7 +198,7 @@ def overview() -> dict[str, Any]:
     lay.add(stat("Runs exposed", 'count(count by (run, rank, dispatch) (ringtrace_run_scopes{instance=~"$instance"}))',
                  "Runs (run x rank x dispatch) whose series are exposed: open, or finished less than "
                  "--series-ttl ago."), 4, 4)
-    lay.add(stat("Open runs", 'count(ringtrace_run_finished{instance=~"$instance"} == 0) or vector(0)',
+    lay.add(stat("Open runs", 'count(ringtrace_run_info{reason="", instance=~"$instance"}) or vector(0)',
                  "Runs still being written or followed."), 4, 4)
     lay.add(stat("Failing runs", 'count(ringtrace_run_verdict{severity="error", instance=~"$instance"}) or vector(0)',
                  "Finished runs (files) whose verdict is an error: failed, wedged, cut short, test failed "
@@ -246,19 +248,17 @@ def overview() -> dict[str, Any]:
     lay.row("Failed runs (host log)")
     lay.add(failed_table('ringtrace_run_failed{instance=~"$instance"} == 1', run_link), 24, 8)
 
-    lay.row("Wedged and fatal runs")
+    lay.row("Wedged runs, dropped records")
     lay.add(table("Wedged runs: where they stopped",
                   [target('(ringtrace_wedged_scopes{instance=~"$instance"} > 0) * ignoring(site, depth, ring) '
                           'group_left(site, depth, ring) ringtrace_wedged_innermost_scope_info', instant=True,
                           table=True)],
                   "The innermost scope left open by each wedged run; Value is the number of open scopes.",
                   [hide("Time", "__name__", "job")], overrides=[run_links(run_link)]), 12, 8)
-    lay.add(table("Fatal runs and runs with dropped records",
-                  [target('ringtrace_run_fatal{instance=~"$instance"} == 1', "A", instant=True, table=True),
-                   target('ringtrace_run_dropped_records{instance=~"$instance"} > 0', "B", instant=True,
-                          table=True)],
-                  "Value #A: fatal latched; Value #B: records dropped by the collector.",
-                  [{"id": "merge", "options": {}}, hide("Time", "__name__", "job")]), 12, 8)
+    lay.add(table("Runs with dropped records",
+                  [target('ringtrace_run_dropped_records{instance=~"$instance"} > 0', instant=True, table=True)],
+                  "Value: records dropped by the collector (the run's peaks are lower bounds). A latched fatal is "
+                  "in the run's verdict.", [hide("Time", "__name__", "job")]), 12, 8)
 
     lay.row("Exporters")
     lay.add(stat("Exporters up", 'sum(up{job="ringtrace", instance=~"$instance"})',
@@ -290,8 +290,8 @@ def run_dashboard() -> dict[str, Any]:
         ("Ranks x dispatches", f"count(ringtrace_run_scopes{{{RUN_SEL}}})", "Files of the run shown.", None),
         ("Scopes", f"sum(ringtrace_run_scopes{{{RUN_SEL}}})", "Paired scopes read so far.", None),
         ("Records", f"sum(ringtrace_run_records{{{RUN_SEL}}})", "Boundary records read so far.", None),
-        ("Incomplete files", f"count(ringtrace_run_complete{{{RUN_SEL}}} == 0) or vector(0)",
-         "Files whose records fall short of the metadata's total less dropped (cut, or still written).",
+        ("Cut-short files", f'count(ringtrace_run_verdict{{kind="cut_short", {RUN_SEL}}}) or vector(0)',
+         "Finished files whose records fall short of the metadata's total less dropped (verdict cut short).",
          thresholds((None, "green"), (1, "orange"))),
         ("Wedged scopes", f"sum(ringtrace_wedged_scopes{{{RUN_SEL}}})", "Scopes never closed (finished runs).",
          thresholds((None, "green"), (1, "red"))),
@@ -315,59 +315,41 @@ def run_dashboard() -> dict[str, Any]:
                      "of N holds N - 1). Occupancy, not need: near 100% while records keep coming the ring streams; "
                      "in a run that stopped it is about to wedge."), 12, 12)
 
-    for res, unit_sfx, unit, what in RESOURCES:
-        lay.row(f"{res}: capacity, high water, live")
-        names = [f"ringtrace_ring_{res}_{fig}{unit_sfx}" for fig in ("capacity", "high_water", "live")]
-        lay.add(table(f"{what} per rank and ring",
-                      [target(f"{n}{{{RUN_SEL}}}", ref, instant=True, table=True)
-                       for n, ref in zip(names, "ABC", strict=True)],
-                      "Capacity from the metadata; high water = the largest scope high water (end.head - "
-                      "begin.tail); live = head - tail at the ring's latest record. Both are occupancy, not need "
-                      "(a ring that never had to wait keeps everything).",
-                      [{"id": "merge", "options": {}},
-                       {"id": "organize", "options": {
-                           "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
-                           "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}],
-                      unit), 24, 8)
+    lay.row("High water and capacities")
+    high_water = "ringtrace_ring_high_water_ratio{" + RUN_SEL + "}"
+    lay.add(bargauge("Largest scope high water / usable capacity", high_water, PER_RING, HIGH_WATER), 12, 10)
+    lay.add(table("Capacities per rank (the file's metadata line)",
+                  [target(f"ringtrace_run_sizes_info{{{RUN_SEL}}}", instant=True, table=True)],
+                  "Per resource the four rings' capacities (rings 0-3, heap in bytes) and the tensormap's entries.",
+                  [hide("Time", "__name__", "job", "instance", "Value")]), 12, 10)
 
-    lay.row("Sizing: configured vs recommended (ringtrace advise)")
-    configured = " or ".join(
-        f'label_replace(ringtrace_ring_{res}_capacity{sfx}{{{RUN_SEL}}}, "resource", "{res}", "", "")'
-        for res, sfx, _unit, _what in RESOURCES)
-    lay.add(table("Configured vs recommended capacity",
-                  [target(configured, "A", instant=True, table=True),
-                   target(f"ringtrace_ring_recommended_capacity{{{RUN_SEL}}}", "B", instant=True, table=True),
-                   target(f"ringtrace_ring_measure_next_capacity{{{RUN_SEL}}}", "C", instant=True, table=True)],
-                  "Per rank, ring and resource (heap in bytes): configured = the capacity on the file's metadata "
-                  "line; recommended = what `ringtrace advise` sizes from a finished run (with headroom, rounded "
-                  "as the runtime accepts); measure next = the capacity for the next measurement run where the "
-                  "records cannot size the ring yet (oversized or wedged runs).",
+    lay.row("Sizing: recommended (ringtrace advise; with watch --metrics-advice)")
+    lay.add(table("Recommended capacity",
+                  [target(f"ringtrace_ring_recommended_capacity{{{RUN_SEL}}}", "A", instant=True, table=True),
+                   target(f"ringtrace_ring_measure_next_capacity{{{RUN_SEL}}}", "B", instant=True, table=True)],
+                  "Per rank, ring and resource (heap in bytes), when the agent runs with --metrics-advice: "
+                  "recommended = what `ringtrace advise` sizes from a finished run (with headroom, rounded as the "
+                  "runtime accepts); measure next = the capacity for the next measurement run where the records "
+                  "cannot size the ring yet (oversized or wedged runs). The configured sizes are in the table "
+                  "above; `ringtrace advise` on the program's runs says the same without the flag.",
                   [{"id": "merge", "options": {}},
                    {"id": "organize", "options": {
                        "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
-                       "renameByName": {"Value #A": "configured", "Value #B": "recommended",
-                                        "Value #C": "measure next"}}}]), 24, 8)
+                       "renameByName": {"Value #A": "recommended", "Value #B": "measure next"}}}]), 24, 8)
 
-    lay.row("Tensormap, wedged scopes")
-    lay.add(table("Tensormap per rank",
-                  [target(f"ringtrace_tensormap_{fig}{{{RUN_SEL}}}", ref, instant=True, table=True)
-                   for fig, ref in (("capacity", "A"), ("high_water", "B"), ("live", "C"))],
-                  "The global tensormap (TENSORMAP_OVERFLOW when it fills).",
-                  [{"id": "merge", "options": {}},
-                   {"id": "organize", "options": {
-                       "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
-                       "renameByName": {"Value #A": "capacity", "Value #B": "high water", "Value #C": "live"}}}]),
-            12, 8)
-    lay.add(table("Wedged scopes (outermost first by depth)",
-                  [target(f"ringtrace_wedged_scope_info{{{RUN_SEL}}}", instant=True, table=True)],
-                  "Scopes a finished run left open; the deepest is where it stopped.",
-                  [hide("Time", "__name__", "job", "Value"),
-                   {"id": "sortBy", "options": {"sort": [{"field": "depth"}]}}]), 12, 8)
+    lay.row("Wedged scopes, files")
+    lay.add(table("Where each rank wedged",
+                  [target(f"(ringtrace_wedged_scopes{{{RUN_SEL}}} > 0) * ignoring(site, depth, ring) "
+                          f"group_left(site, depth, ring) ringtrace_wedged_innermost_scope_info{{{RUN_SEL}}}",
+                          instant=True, table=True)],
+                  "The innermost scope a finished run left open (where it stopped); Value: the scopes left open. "
+                  "The events file and `ringtrace summary` list them all.",
+                  [hide("Time", "__name__", "job")]), 24, 8)
     lay.add(table("Files", [target(f"ringtrace_run_info{{{RUN_SEL}}}", "A", instant=True, table=True),
-                            target(f"time() - ringtrace_run_last_update_timestamp_seconds{{{RUN_SEL}}}", "B",
+                            target(f"time() - ringtrace_run_last_record_timestamp_seconds{{{RUN_SEL}}}", "B",
                                    instant=True, table=True)],
-                  "Path, program, schema version and finish reason per file; Value #B: seconds since ringtrace "
-                  "last read data of it.",
+                  "Path, program, schema version and finish reason (empty while open) per file; Value #B: seconds "
+                  "since ringtrace last read a new record of it.",
                   [{"id": "merge", "options": {}}, hide("Time", "__name__", "job", "Value #A")], "s"), 24, 6)
     variables = [ds_var(), query_var("run", "label_values(ringtrace_run_scopes, run)", "Run", multi=False),
                  query_var("rank", 'label_values(ringtrace_run_scopes{run=~"$run"}, rank)', "Rank"),

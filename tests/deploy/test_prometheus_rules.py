@@ -62,16 +62,20 @@ def recording_names() -> set[str]:
 
 def exposed_names() -> set[str]:
     """Every sample name the exporter produces for the sample files (and the self metrics)."""
-    sink = PrometheusSink(sink_errors=lambda: {"x": 1})
+    sink = PrometheusSink(sink_errors=lambda: {"x": 1}, advice=True)  # advice: --metrics-advice
     sink.set_files_watched(1)
     files, _ = find_sources([str(ROOT / "tests" / "fixtures" / "samples")])
     read_files(files, FanOut([sink]), Thresholds())
-    # a run with a host log reporting a failure, one with advice (recommended and measure-next), one still open
+    # a run with a host log reporting a failure and dropped records, one with advice (recommended and
+    # measure-next), one still open
     data = files[0].read_bytes()
+    dropped = data.replace(b'"dropped": 0, "total": 1,', b'"dropped": 3, "total": 4,', 1)
+    assert dropped != data
     for ev in events_of(FLOW.read_bytes(), Source("/o/scope_stats/scope_stats.jsonl", Labels(run="o")), 1 << 20):
         if not isinstance(ev, RunFinished):
             sink.receive(ev)
-    feed(sink, "/h/scope_stats/scope_stats.jsonl", data, "h", host_log=HostLog("/h/host.log", orch_error_code=2))
+    feed(sink, "/h/scope_stats/scope_stats.jsonl", dropped, "h",
+         host_log=HostLog("/h/host.log", orch_error_code=2))
     feed(sink, "/a/scope_stats/scope_stats.jsonl", data, "a", advice=RunAdvice(advice=(
         Advice(1, "heap", 1024, None, 1024, 900, 1024, "tight", ""),
         Advice(2, "heap", 1024, None, 1024, None, None, "oversized", "", measure_next=512))))
@@ -273,7 +277,7 @@ def test_dashboard_structure() -> None:
 
 def test_every_dashboard_query_parses_with_promtool(tmp_path: Path) -> None:
     queries = dashboard_queries()
-    assert len(queries) >= 40
+    assert len(queries) >= 35  # every panel's targets were found (39 after issue 35)
     rules = [{"record": f"dashboard:query_{i}:check", "expr": substitute(expr)} for i, (_, expr) in
              enumerate(queries)]
     rule_file = tmp_path / "dashboards.rules.yml"
