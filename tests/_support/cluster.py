@@ -8,8 +8,8 @@ asserts.
   (tests/_support/cluster_writer.py) from files the runtime's simulator (:mod:`ringtrace.demo.sim`) makes:
   :data:`HEALTHY` (every rank healthy), :data:`STREAMING` (every rank streams with rings near full, records
   flowing), :data:`FAILED` (rank :attr:`Plan.failed` wedges on a full heap and its host log reports
-  HEAP_RING_DEADLOCK; rank :attr:`Plan.wedged` then stops near capacity and is never resumed: the idle timeout
-  finishes it as wedged, as a rank blocked on a dead peer is),
+  HEAP_RING_DEADLOCK; rank :attr:`Plan.wedged` then stops near capacity and is never resumed, as a rank blocked
+  on a dead peer: the idle timeout finishes it short of its metadata's total, cut short),
   :data:`STALLED` (rank :attr:`Plan.stalled` stops with ring 3's heap full, held until resumed).
 * **Prometheus** (Debian's ``prometheus``) with deploy/prometheus/prometheus.yml's intervals and rule files,
   scraping every agent; **Alertmanager** (Debian's ``prometheus-alertmanager``) with
