@@ -36,8 +36,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check ringtrace tests deploy docs setup.py
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
+# deploy/grafana/build_dashboards.py: the SDK's typed builders check every panel, query and option
 typecheck: $(STAMP)
-	$(BIN)/mypy ringtrace tests docs/generate.py
+	$(BIN)/mypy ringtrace tests docs/generate.py deploy/grafana/build_dashboards.py
 
 # The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
 # release the registry has (within protobuf < 8, which the Perfetto module needs), so the

@@ -34,6 +34,7 @@ import yaml
 
 from tests._support.cluster import Prometheus as PromAPI
 from tests._support.cluster import http_get, poll
+from tests._support.dashboards import queries, substitute
 from tests._support.ports import free_port
 from tests._support.require import require
 from tests._support.samples import SAMPLES
@@ -41,7 +42,6 @@ from tests._support.samples import SAMPLES
 ROOT = Path(__file__).resolve().parents[2]
 RULES = [ROOT / "deploy" / "prometheus" / "ringtrace-alerts.yml", ROOT / "deploy" / "prometheus" /
          "ringtrace-recording.yml"]
-GRAFANA = ROOT / "deploy" / "grafana"
 RINGTRACE = [sys.executable, "-m", "ringtrace"]
 DEADLINE = 90.0
 T = TypeVar("T")
@@ -351,34 +351,24 @@ def test_expected_alerts_and_no_others(stack: Stack) -> None:
 # -- dashboards against the live server -----------------------------------------------------------
 
 
-def _dashboard_queries() -> list[tuple[str, str]]:
-    out = []
-    for path in sorted(GRAFANA.glob("*.json")):
-        dash = json.loads(path.read_text())
-        for p in dash["panels"]:
-            for t in p.get("targets", []):
-                out.append((f"{path.name}: {p['title']} ({t['refId']})", t["expr"]))
-    return out
-
-
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
-    """Each panel shows something for the near-capacity, the wedged, the stalled or the fatal run (rates need a
-    few scrapes; the advice panels need --metrics-advice, which the exporters here run with)."""
+    """Each panel and query variable of every dashboard shows something for the near-capacity, the wedged, the
+    stalled or the fatal run (rates need a few scrapes; the advice panels need --metrics-advice, which the exporters
+    here run with; the dropped records panels the fatal run's dropped records)."""
     api = stack.api
-    queries = _dashboard_queries()
-    assert len(queries) >= 30
+    every = queries()
+    assert len(every) >= 30
     empty: list[str] = []
 
     def panels_without_data() -> bool:
         empty.clear()
-        for where, expr in queries:
+        for q in every:
             results = []
             for run in ("near", "wedged", "stalled", "fatal"):
-                q = (expr.replace("$__rate_interval", "1m").replace("$run", run).replace("$rank", ".*")
-                     .replace("$dispatch", ".*").replace("$instance", ".*"))
-                results.extend(api.query(q))  # raises (and the wait fails) when Prometheus rejects it
+                values = {"__rate_interval": "1m", "run": run, "rank": ".*", "dispatch": ".*", "instance": ".*"}
+                results.extend(api.query(substitute(q.expr, values)))  # raises if Prometheus rejects it
             if not results:
-                empty.append(where)
+                empty.append(f"{q.dashboard} {q.where}")
         return not empty
 
     wait_for("every panel to have data", panels_without_data, lambda: f"panels without data: {empty}")
