@@ -270,6 +270,11 @@ class Prometheus:
         data = self._api("/api/v1/query", **params)
         return list(data["result"]) if data["resultType"] == "vector" else []
 
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """``expr`` evaluated every ``step`` seconds from ``start`` to ``end``: the series with any value."""
+        data = self._api("/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step:g}")
+        return list(data["result"])
+
     def value(self, expr: str) -> float | None:
         res = self.query(expr)
         return float(res[0]["value"][1]) if len(res) == 1 else None

@@ -19,6 +19,7 @@ DASHBOARDS = sorted(GRAFANA.glob("*.json"))
 @dataclass(frozen=True)
 class Query:
     dashboard: str  # the file's name
+    title: str  # the panel's title, or "variable NAME"
     where: str  # the panel (id, title, refId) or the variable, for messages
     expr: str
 
@@ -44,12 +45,12 @@ def queries(paths: list[Path] = DASHBOARDS) -> list[Query]:
         dash = load(path)
         for p in panels(dash):
             for t in p.get("targets", []):
-                out.append(Query(path.name, f"panel {p['id']} {p['title']!r} {t['refId']}", t["expr"]))
+                out.append(Query(path.name, p["title"], f"panel {p['id']} {p['title']!r} {t['refId']}", t["expr"]))
         for var in dash["templating"]["list"]:
             if var["type"] == "query":
                 m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", var["query"]["query"])
                 assert m, var["query"]
-                out.append(Query(path.name, f"variable {var['name']}", m.group(1)))
+                out.append(Query(path.name, f"variable {var['name']}", f"variable {var['name']}", m.group(1)))
     return out
 
 

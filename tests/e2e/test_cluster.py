@@ -2,7 +2,8 @@
 over them and written live, a real Prometheus scraping every agent with the shipped rules and intervals, a real
 Alertmanager with the shipped routes delivering to a webhook receiver on 127.0.0.1.
 
-One timeline (the module's fixture) is observed, then asserted piece by piece: the failed run pages once, its
+One timeline (the module's fixture) is observed, then asserted piece by piece (every dashboard query is answered
+over it too): the failed run pages once, its
 rank stalled near capacity is inhibited, the stalled run pages once, the healthy and the streaming runs page
 never, and both pages resolve when their series go (the agents' ``--series-ttl`` is 60 s here, the stalled rank
 is resumed once its page arrived).  Latencies are measured, written to ``test-artifacts/cluster/latency.json``
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests._support.cluster import FAILED, HEALTHY, RUNS, STALLED, STREAMING, Cluster, Settings, poll, running
+from tests._support.dashboards import queries, substitute
 from tests._support.require import require
 from tests._support.webhook import Notification
 
@@ -34,6 +37,7 @@ pytestmark = pytest.mark.slow
 @dataclass
 class Timeline:
     cluster: Cluster
+    started_at: float  # wall time when the writers were started
     notifications: list[Notification]
     failed_at: float  # the writer's wall time after the failed rank's file was written
     stalled_at: float  # ... after the stalled rank's last record before its stop
@@ -63,6 +67,7 @@ def timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Timeline]:
 def observe(c: Cluster) -> Timeline:
     """Write the runs and follow them until both pages resolved; the latencies go to latency.json."""
     plan = c.plan
+    started = time.time()
     c.write_runs()
     failed = poll("the failed run's page", lambda: _paged(c, FAILED, "firing"), DEADLINE, c.logs)
     assert c.alertmanager is not None and c.prometheus is not None and c.receiver is not None
@@ -82,7 +87,7 @@ def observe(c: Cluster) -> Timeline:
     failed_done = c.writer_event(FAILED, plan.failed, "done")
     stalled_held = c.writer_event(STALLED, plan.stalled, "held")
     assert failed_done is not None and stalled_held is not None
-    tl = Timeline(c, receiver.received(), failed_done["t"], stalled_held["t"], failed, stalled, inhibited,
+    tl = Timeline(c, started, receiver.received(), failed_done["t"], stalled_held["t"], failed, stalled, inhibited,
                   prom_alerts)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     latency = {"failed_run_page_s": round(failed.at - tl.failed_at, 1),
@@ -209,3 +214,63 @@ def test_recording_rules_join_the_ranks_across_nodes(timeline: Timeline) -> None
     for run in RUNS:
         nodes = prom.query(f'count by (instance) (max_over_time(ringtrace_run_records{{run="{run}"}}[10m]))')
         assert len(nodes) == c.settings.nodes, run
+
+
+NOT_IN_CLUSTER = {
+    ("ringtrace-overview.json", "Runs with dropped records"): "no rank drops records",
+    ("ringtrace-overview.json", "Errors per second"): "no unreadable line (target A; B: every sink's count, 0)",
+    ("ringtrace-run.json", "Dropped records"): "no rank drops records",
+    ("ringtrace-run.json", "Recommended capacity"): "the agents run without --metrics-advice, its default",
+}
+"""Panels reading series the cluster's runs do not make: tests/e2e/test_prometheus_server.py has data for them."""
+
+
+def test_every_dashboard_query_returns_data(timeline: Timeline) -> None:
+    """Every panel target and query variable of every dashboard, its variables set as a user following the failed
+    run's page sets them (its run, all its ranks and dispatches, the node of its first failed rank), evaluated
+    over the timeline as Grafana draws a panel (every scrape interval): each one has data, but for the panels
+    reading series the cluster's runs do not make (NOT_IN_CLUSTER), which Prometheus must still accept."""
+    c = timeline.cluster
+    prom = c.prometheus
+    assert prom is not None
+    values = {"run": FAILED, "rank": ".*", "dispatch": ".*", "instance": c.node_of(c.plan.failed).addr,
+              "__rate_interval": "1m"}
+    every = queries()
+    assert {q.dashboard for q in every} == {"ringtrace-cluster.json", "ringtrace-overview.json", "ringtrace-run.json"}
+    end = time.time()
+    empty: set[tuple[str, str]] = set()
+    answered = {}
+    for q in every:
+        series = prom.query_range(substitute(q.expr, values), timeline.started_at, end, 10)  # raises if rejected
+        answered[f"{q.dashboard} {q.where}"] = len(series)
+        if not series:
+            empty.add((q.dashboard, q.title))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "dashboard_queries.json").write_text(json.dumps(answered, indent=2) + "\n")
+    assert set(NOT_IN_CLUSTER) <= {(q.dashboard, q.title) for q in every}, "a panel NOT_IN_CLUSTER names is gone"
+    assert empty <= set(NOT_IN_CLUSTER), f"panels without data: {sorted(empty - set(NOT_IN_CLUSTER))}"
+
+
+def test_the_cluster_view_shows_the_failed_run(timeline: Timeline) -> None:
+    """The cluster view's tables, as Grafana asks for them when the failed run paged: the run's verdict, its worst
+    rank per ring on the rank's node, its failed ranks and first of them (the rank the page names)."""
+    c = timeline.cluster
+    prom = c.prometheus
+    assert prom is not None
+    at = timeline.failed_paged.at
+    by_title = {q.title: q.expr for q in queries() if q.dashboard == "ringtrace-cluster.json"}
+
+    def ask(title: str) -> list[dict[str, Any]]:
+        return prom.query(substitute(by_title[title], {"run": ".*"}), at=at)
+
+    [failing] = ask("Runs failing")
+    assert float(failing["value"][1]) == 1
+    [first] = ask("The rank that failed first")
+    m = first["metric"]
+    assert (m["run"], m["rank"], m["instance"], m["kind"]) == (FAILED, str(c.plan.failed),
+                                                                c.node_of(c.plan.failed).addr, "wedged")
+    assert timeline.started_at <= float(first["value"][1]) / 1000 <= at  # when its last record was read, in ms
+    assert str(c.plan.failed) in {r["metric"]["rank"] for r in ask("Failed ranks") if r["metric"]["run"] == FAILED}
+    worst = {(r["metric"]["run"], r["metric"]["ring"], r["metric"]["resource"]): r["metric"]["rank"]
+             for r in ask("Worst rank per ring and resource: high water / usable capacity")}
+    assert {run for run, _, _ in worst} >= {HEALTHY, STREAMING, FAILED}
