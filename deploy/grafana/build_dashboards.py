@@ -16,7 +16,7 @@ The SDK's typed builders make every panel, query, option and variable (mypy chec
 and lay the panels out; panels are numbered in the order they are added.  Every query uses the ``datasource``
 variable; only ``$run``, ``$rank``, ``$dispatch``, ``$instance`` and ``$__rate_interval`` appear in
 expressions (the tests substitute them: promtool parses every expression, and a real Prometheus answers each
-one with data, tests/e2e/test_cluster_dashboards.py and test_prometheus_server.py).
+one with data, tests/e2e/test_cluster.py and test_prometheus_server.py).
 """
 
 from __future__ import annotations
