@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORE := $(VENV)/.core
 
-.PHONY: demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
+.PHONY: demo cluster-demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -20,19 +20,25 @@ $(CORE): $(STAMP) ringtrace/stages/_core.c ringtrace/sinks/perfetto/_encode.c
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(CORE)
 
-# Debian packages the tests drive for real (Prometheus server and promtool, Chromium).
+# Debian packages the tests drive for real (Prometheus server and promtool, Alertmanager, Chromium).
 system-deps:
 	bash scripts/system-deps.sh
 
 demo: $(STAMP) $(CORE)
 	$(BIN)/ringtrace demo
 
+# The cluster on one machine (tests/e2e/cluster_demo.py): 8 agents, four 128-rank runs written live, a real
+# Prometheus and Alertmanager with the shipped configs; prints where to look and each notification. Ctrl-C stops.
+cluster-demo: $(STAMP) $(CORE) system-deps
+	$(BIN)/python -m tests.e2e.cluster_demo
+
 lint: $(STAMP)
 	$(BIN)/ruff check ringtrace tests deploy docs setup.py
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml
 
+# deploy/grafana/build_dashboards.py: the SDK's typed builders check every panel, query and option
 typecheck: $(STAMP)
-	$(BIN)/mypy ringtrace tests docs/generate.py
+	$(BIN)/mypy ringtrace tests docs/generate.py deploy/grafana/build_dashboards.py
 
 # The OpenTelemetry packages are not pinned: every `make test` upgrades them to the newest
 # release the registry has (within protobuf < 8, which the Perfetto module needs), so the

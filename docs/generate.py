@@ -55,7 +55,9 @@ from ringtrace.stages.findings import RULES  # noqa: E402
 from ringtrace.stages.run import Run  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
-PAGES = {"reference.md": ("findings", "metrics", "settings", "sinks", "resources", "error-codes"),
+L3_RANK = SAMPLES / "build_output/nested_l3_20261130_102011/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
+OPEN_SAMPLE = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
+PAGES = {"reference.md": ("findings", "metrics", "run-series", "settings", "sinks", "resources", "error-codes"),
          "commands.md": (*(f"options-{c}" for c in HELP), "options-shared")}
 
 
@@ -96,17 +98,18 @@ def exposition() -> str:
     from ringtrace.reading.oneshot import read_files
     from ringtrace.stages.diagnose import Thresholds
 
-    sink = PrometheusSink(sink_errors=lambda: {"perfetto-dir": 0},
+    sink = PrometheusSink(sink_errors=lambda: {"perfetto-dir": 0}, advice=True,
                           reader=lambda: {"files_watched": 0, "read_errors": 0, "in_flight_bytes": 0})
     files, _ = find_sources([str(SAMPLES)])
     read_files(files, FanOut([sink]), Thresholds())
     data = files[0].read_bytes()
-    _feed(sink, data + b"not json\n", "failed", host_log=HostLog("/failed/host.log", orch_error_code=2))
+    dropped = data.replace(b'"dropped": 0, "total": 1,', b'"dropped": 3, "total": 4,', 1)  # records dropped
+    _feed(sink, dropped + b"not json\n", "failed", host_log=HostLog("/failed/host.log", orch_error_code=2))
     _feed(sink, data, "advised", advice=RunAdvice(advice=(
         Advice(1, "heap", 1024, None, 1024, 900, 1024, "tight", ""),
         Advice(2, "heap", 1024, None, 1024, None, None, "oversized", "", measure_next=512))))
     opened = Run(Source("/open/scope_stats/scope_stats.jsonl", Labels(run="open")))  # a run still being read
-    for ev in opened.feed(b"".join(data.splitlines(keepends=True)[:3])):
+    for ev in opened.feed(OPEN_SAMPLE.read_bytes()):
         sink.receive(ev)
     sink.register(FanOut([_Named()]).collector())
     sink.register(OtlpCollector(lambda: {}))
@@ -127,6 +130,26 @@ def metrics_table() -> str:
         name = fam.name + ("_total" if fam.type == "counter" else "")
         shown = (["run, rank, dispatch"] if run else []) + [f"`{k}`" for k in labels]
         rows.append(f"| `{name}` | {fam.type} | {', '.join(shown) or '-'} | {_cell(fam.documentation)} |")
+    return "\n".join(rows)
+
+
+def run_series_table() -> str:
+    """The series of one rank of the runtime's L3 sample once finished, and of a run still open (the wedged
+    sample, every record read), by family: what a run costs (issue 35)."""
+    counts: dict[str, list[int]] = {}
+    for i, (path, finish) in enumerate(((L3_RANK, True), (OPEN_SAMPLE, False))):
+        sink = PrometheusSink()
+        r = Run(Source(str(path), Labels(run="r", rank="0", dispatch="0")))
+        for ev in [*r.feed(path.read_bytes()), *(r.finish("eof") if finish else ())]:
+            sink.receive(ev)
+        for fam in text_string_to_metric_families(generate_latest(sink.registry).decode()):
+            n = sum(1 for x in fam.samples if x.labels.get("run") == "r")
+            if n:
+                counts.setdefault(fam.name, [0, 0])[i] = n
+    rows = ["| series | a finished L3 rank | an open run |", "|---|---|---|"]
+    rows += [f"| `{name}` | {a or '-'} | {b or '-'} |" for name, (a, b) in counts.items()]
+    total = [sum(c[i] for c in counts.values()) for i in (0, 1)]
+    rows.append(f"| **all** | **{total[0]}** | **{total[1]}** |")
     return "\n".join(rows)
 
 
@@ -317,7 +340,8 @@ def findings_table() -> str:
 # -- the pages ------------------------------------------------------------------------------------
 
 
-TABLES: dict[str, Callable[[], str]] = {"metrics": metrics_table, "settings": settings_table,
+TABLES: dict[str, Callable[[], str]] = {"metrics": metrics_table, "run-series": run_series_table,
+                                        "settings": settings_table,
                                         "error-codes": error_codes_table, "findings": findings_table,
                                         "sinks": sinks_table, "resources": resources_table}
 """The generated blocks by name; any other name is ``options-COMMAND``."""

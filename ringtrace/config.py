@@ -54,6 +54,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     metrics_addr: str = ""
     web_config: str = ""
     series_ttl: float = 900.0
+    series_budget: int = 300_000  # finished runs' series one agent exposes at most (0: no cap); the oldest go first
+    metrics_advice: bool = False  # expose advice (recommended and measure-next capacities) on /metrics
     # report
     report_dir: str = ""  # watch: one HTML report per finished run here
     # perfetto
@@ -175,6 +177,8 @@ def _validate(cfg: Config, origin: Mapping[str, str]) -> None:
             raise bad(name, f"expected a positive number of seconds, at most {MAX_SECONDS} (a year)")
     if not 0 < cfg.otlp_tick <= 1:
         raise bad("otlp_tick", "expected a positive number of seconds per record, at most 1")
+    if cfg.series_budget < 0:
+        raise bad("series_budget", "expected a number of series, or 0 for no cap")
     if cfg.otlp_max_spans < 1:
         raise bad("otlp_max_spans", "expected at least 1")
     unknown = [r for r in cfg.resources if r not in RESOURCES]

@@ -66,6 +66,7 @@ class Flag(NamedTuple):
     nargs: str | None = None
     const: object = None
     default: object = None
+    switch: bool = False  # a flag without a value that sets the field True (unset: the config decides)
 
     def add_to(self, p: argparse.ArgumentParser) -> None:
         kw: dict[str, Any] = {"dest": self.dest}
@@ -82,6 +83,8 @@ class Flag(NamedTuple):
             kw["const"] = self.const
         if self.default is not None:
             kw["default"] = self.default
+        if self.switch:
+            kw.update(action="store_true", default=None)
         p.add_argument(*self.options, **kw)
 
 
@@ -212,7 +215,9 @@ def _watch_log(cfg: Config, ctx: Context) -> Sink:
 def _prometheus(cfg: Config, ctx: Context) -> Sink:
     from ringtrace.sinks.prometheus import PrometheusSink
 
-    return PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=ctx.sink_errors, reader=ctx.reader)
+    return PrometheusSink(series_ttl=cfg.series_ttl, sink_errors=ctx.sink_errors, reader=ctx.reader,
+                          series_budget=cfg.series_budget, advice=cfg.metrics_advice,
+                          state_dir=Path(cfg.state_dir) if cfg.state_dir else None)
 
 
 OTLP_FLAGS = (
@@ -272,7 +277,11 @@ SINKS: tuple[SinkSpec, ...] = (
               Flag(("--web-config",), "web_config", "TLS / basic auth for /metrics (exporter-toolkit format)",
                    ("watch",), metavar="FILE"),
               Flag(("--series-ttl",), "series_ttl", "seconds a finished run's series stay (default {default})",
-                   ("watch",), type=float)),
+                   ("watch",), type=float),
+              Flag(("--series-budget",), "series_budget", "finished runs' series exposed at most; past it the "
+                   "oldest runs' go first (default {default}; 0: no cap)", ("watch",), metavar="N", type=int),
+              Flag(("--metrics-advice",), "metrics_advice", "also expose each finished run's advice (recommended "
+                   "and measure-next capacities)", ("watch",), switch=True)),
              where=lambda cfg, ctx: cfg.metrics_addr,
              doc="the metrics the server serves on /metrics (with the figures of the other sinks and the reader)"),
 )

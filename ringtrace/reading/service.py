@@ -124,6 +124,6 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
         prom.register(app.watch_collector())  # ringtrace_inotify_* (the file-system watcher)
         from ringtrace.sinks.prometheus.server import MetricsServer
 
-        server = MetricsServer(cfg.metrics_addr, prom.render, ready=app.readiness,
+        server = MetricsServer(cfg.metrics_addr, prom.chunks, ready=app.readiness,
                                web_config=Path(cfg.web_config) if cfg.web_config else None)
     return Service(app, fanout, server, notes, roots, built)

@@ -887,3 +887,16 @@ def test_dockerfile_builds(tmp_path: Path) -> None:
     user = subprocess.run([docker, "image", "inspect", "-f", "{{.Config.User}}", tag], capture_output=True,
                           text=True, timeout=60)
     assert user.stdout.strip() not in ("", "0", "root", "0:0")
+
+
+def test_kubernetes_alertmanager_config_is_the_shipped_one(tmp_path: Path) -> None:
+    """The Secret's alertmanager.yaml is deploy/alertmanager/alertmanager.yml, and amtool accepts it."""
+    [doc] = [d for d in yaml.safe_load_all((K8S / "alertmanager-config.yaml").read_text()) if d]
+    text = doc["stringData"]["alertmanager.yaml"]
+    shipped = (K8S.parent / "alertmanager" / "alertmanager.yml").read_text()
+    assert text == shipped
+    require(shutil.which("amtool") is not None, "amtool not installed (Debian package prometheus-alertmanager)")
+    (tmp_path / "alertmanager.yml").write_text(text)
+    res = subprocess.run(["amtool", "check-config", str(tmp_path / "alertmanager.yml")], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr

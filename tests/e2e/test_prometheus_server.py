@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -33,6 +32,9 @@ import bcrypt
 import pytest
 import yaml
 
+from tests._support.cluster import Prometheus as PromAPI
+from tests._support.cluster import http_get, poll
+from tests._support.dashboards import queries, substitute
 from tests._support.ports import free_port
 from tests._support.require import require
 from tests._support.samples import SAMPLES
@@ -40,7 +42,6 @@ from tests._support.samples import SAMPLES
 ROOT = Path(__file__).resolve().parents[2]
 RULES = [ROOT / "deploy" / "prometheus" / "ringtrace-alerts.yml", ROOT / "deploy" / "prometheus" /
          "ringtrace-recording.yml"]
-GRAFANA = ROOT / "deploy" / "grafana"
 RINGTRACE = [sys.executable, "-m", "ringtrace"]
 DEADLINE = 90.0
 T = TypeVar("T")
@@ -49,25 +50,17 @@ T = TypeVar("T")
 def exporter_command(paths: list[Path], addr: str, *extra: str) -> list[str]:
     """The process under test: ``ringtrace watch`` serving metrics on ``addr``."""
     return [*RINGTRACE, "watch", *map(str, paths), "--metrics-addr", addr, "--idle-timeout", "2",
-            "--log-level", "info", "--host-log-glob", "*.log", *extra]
+            "--log-level", "info", "--host-log-glob", "*.log", "--metrics-advice", *extra]
 
 
 
 def wait_for(what: str, check: Callable[[], T | None], logs: Callable[[], str] = lambda: "",
              timeout: float = DEADLINE) -> T:
     """Poll ``check`` until it returns something truthy; fail with ``what`` and the logs at the deadline."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (OSError, ValueError, KeyError) as err:
-            value, last = None, err
-        if value:
-            return value
-        pause.wait(0.25)  # a polling interval, not a synchronisation
-    pytest.fail(f"timed out waiting for {what} (last error: {last})\n{logs()}")
+    try:
+        return poll(what, check, timeout, logs)
+    except TimeoutError as err:
+        pytest.fail(str(err))
 
 
 @dataclass
@@ -96,40 +89,6 @@ def start(name: str, cmd: list[str], tmp: Path) -> Proc:
     popen = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp, env=env)
     fh.close()
     return Proc(name, popen, log)
-
-
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
-class PromAPI:
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-
-    def _api(self, path: str, **params: str) -> Any:
-        status, body = http_get(f"{self.base}{path}?{urllib.parse.urlencode(params)}")
-        doc = json.loads(body)
-        if status != 200 or doc.get("status") != "success":
-            raise ValueError(f"{path} {params}: {status} {doc.get('error')}")
-        return doc["data"]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self._api("/api/v1/query", query=expr)
-        assert data["resultType"] == "vector", data
-        return list(data["result"])
-
-    def value(self, expr: str) -> float | None:
-        res = self.query(expr)
-        if len(res) != 1:
-            return None
-        return float(res[0]["value"][1])
-
-    def alerts(self) -> list[dict[str, Any]]:
-        return list(self._api("/api/v1/alerts")["alerts"])
 
 
 # -- the runs -------------------------------------------------------------------------------------
@@ -280,14 +239,13 @@ def test_series_have_the_files_values(stack: Stack) -> None:
     assert v(f'up{{instance="{stack.exporter}"}}') == 1
     assert v(f'up{{instance="{stack.dead}"}}') == 0
     near = 'run="near",rank="0",dispatch="0",ring="1"'
-    assert v(f'ringtrace_ring_heap_capacity_bytes{{{near}}}') == 1024
-    assert v(f'ringtrace_ring_heap_high_water_bytes{{{near}}}') == 980
+    [sizes] = api.query('ringtrace_run_sizes_info{run="near",rank="0"}')  # the capacities, as constant facts
+    assert (sizes["metric"]["heap_bytes"], sizes["metric"]["task_window"]) == ("1024,1024,1024,1024", "16,16,16,16")
+    assert v(f'ringtrace_ring_high_water_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
     assert v(f'ringtrace_ring_need_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
-    # ring 1 still holds the scope's blocks at its last record, 96%: the run finished, its verdict warns
-    assert v(f'ringtrace_ring_occupancy_ratio{{{near},resource="heap"}}') == pytest.approx(980 / 1024)
+    # occupancy is exposed while a run is open only: the run finished, its verdict warns
+    assert v(f'ringtrace_ring_occupancy_ratio{{{near},resource="heap"}}') is None
     assert v('ringtrace_ring_need_ratio{run="near",rank="1",ring="1",resource="heap"}') == pytest.approx(870 / 1024)
-    assert v('ringtrace_ring_task_window_capacity{run="near",rank="1",ring="1"}') == 16
-    assert v('ringtrace_run_complete{run="healthy"}') == 1
     healthy_max = v('max(ringtrace_ring_need_ratio{run="healthy"})')
     assert healthy_max is not None and healthy_max < 0.01
     verdicts = {(r["metric"]["run"], r["metric"].get("rank", "")): (r["metric"]["kind"], r["metric"]["severity"])
@@ -296,14 +254,10 @@ def test_series_have_the_files_values(stack: Stack) -> None:
                         ("near", "0"): ("near_capacity", "warning"), ("near", "1"): ("near_capacity", "warning"),
                         ("wedged", ""): ("wedged", "error"), ("fatal", ""): ("failed", "error")}  # none while open
     assert v('ringtrace_wedged_scopes{run="wedged"}') == 5
-    assert v('count(ringtrace_wedged_scope_info{run="wedged"})') == 5
     inner = api.query('ringtrace_wedged_innermost_scope_info{run="wedged"}')
     assert [(r["metric"]["site"], r["metric"]["depth"], r["metric"]["ring"]) for r in inner] == [
         ("nested_dummy_small_orch.cpp:75", "4", "3")]
-    assert v('ringtrace_run_open_scopes{run="wedged"}') == 5
-    assert v('ringtrace_run_fatal{run="fatal"}') == 1
     assert v('ringtrace_run_dropped_records{run="fatal"}') == 3
-    assert v('ringtrace_run_finished{run="healthy"}') == 1
     assert v('ringtrace_parse_errors_total{reason="invalid_record"}') == 1
     mine = f'instance="{stack.exporter}"'
     assert v(f"ringtrace_files_watched{{{mine}}}") == 6
@@ -311,12 +265,12 @@ def test_series_have_the_files_values(stack: Stack) -> None:
     assert v(f'ringtrace_sink_errors_total{{{mine},sink="prometheus"}}') == 0
     assert v("count(ringtrace_build_info)") == 2
     # the run that stopped with ring 3's window full: open, where it submits, and since when no record came
-    assert v('ringtrace_run_finished{run="stalled"}') == 0
+    assert [r["metric"].get("reason", "") for r in api.query('ringtrace_run_info{run="stalled"}')] == [""]  # open
     assert v('ringtrace_ring_occupancy_ratio{run="stalled",ring="3",resource="task_window"}') == 1
     assert [r["metric"]["site"] for r in api.query('ringtrace_open_innermost_scope_info{run="stalled"}')] == [
         "nested_dummy_small_orch.cpp:75"]
     now = time.time()
-    updated = v('ringtrace_run_last_update_timestamp_seconds{run="healthy"}')
+    updated = v('ringtrace_run_last_record_timestamp_seconds{run="healthy"}')
     assert updated is not None and now - 300 < updated <= now
 
 
@@ -345,11 +299,10 @@ def _key(a: dict[str, Any]) -> tuple[str, str, str, str]:
     return (lab["alertname"], lab.get("severity", ""), lab.get("run", lab.get("instance", "")), lab.get("rank", ""))
 
 
-EXPECTED = {
+EXPECTED = {  # one alert per run (labels: alertname, run, severity), however many of its ranks
     ("RingtraceRunVerdictError", "critical", "wedged", ""): {"firing"},  # with its host log: FLOW_CONTROL_DEADLOCK
     ("RingtraceRunVerdictError", "critical", "fatal", ""): {"firing"},
-    ("RingtraceRunVerdictWarning", "warning", "near", "0"): {"firing"},
-    ("RingtraceRunVerdictWarning", "warning", "near", "1"): {"firing"},
+    ("RingtraceRunVerdictWarning", "warning", "near", ""): {"firing"},  # ranks 0 and 1
     ("RingtraceRingNearCapacityStalled", "critical", "stalled", ""): {"firing"},  # no record for 10 s, window full
 }
 
@@ -378,49 +331,44 @@ def test_expected_alerts_and_no_others(stack: Stack) -> None:
     assert not unexpected, unexpected
     assert not [a for a in alerts if a["labels"].get("run") in ("healthy", "garbled")]
     wedged = by_key["RingtraceRunVerdictError", "critical", "wedged", ""][0]
-    assert (wedged["labels"]["kind"], wedged["labels"]["text"]) == (
-        "wedged", "wedged in nested_dummy_small_orch.cpp:75 (depth 4, ring 3, line 6): FLOW_CONTROL_DEADLOCK")
-    assert wedged["annotations"]["runbook_url"].endswith("#alert-ringtracerunverdicterror")
-    near = by_key["RingtraceRunVerdictWarning", "warning", "near", "0"][0]
-    assert near["labels"]["kind"] == "near_capacity"
-    assert "Run near rank 0 dispatch 0" in near["annotations"]["description"]
+    assert wedged["labels"] == {"alertname": "RingtraceRunVerdictError", "run": "wedged", "severity": "critical"}
+    ann = wedged["annotations"]
+    assert (ann["kind"], ann["ring"], ann["site"], ann["code"]) == (
+        "wedged", "3", "nested_dummy_small_orch.cpp:75", "3 FLOW_CONTROL_DEADLOCK")
+    assert ann["summary"] == "Run wedged failed: wedged (FLOW_CONTROL_DEADLOCK)"
+    assert ("wedged in nested_dummy_small_orch.cpp:75 (depth 4, ring 3, line 6): FLOW_CONTROL_DEADLOCK"
+            in ann["description"])
+    assert ann["runbook_url"].endswith("#alert-ringtracerunverdicterror")
+    near = by_key["RingtraceRunVerdictWarning", "warning", "near", ""][0]
+    assert near["annotations"]["description"].startswith("2 rank(s) of run near finished with a warning.")
+    assert near["annotations"]["rank"] in ("0", "1")
     stalled = by_key["RingtraceRingNearCapacityStalled", "critical", "stalled", ""][0]
-    assert (stalled["labels"]["ring"], stalled["labels"]["resource"], stalled["labels"]["site"]) == (
-        "3", "task_window", "nested_dummy_small_orch.cpp:75")
-    assert stalled["annotations"]["summary"] == "Run stalled stopped with ring 3 task_window at 100%"
+    ann = stalled["annotations"]
+    assert (ann["ring"], ann["resource"], ann["site"]) == ("3", "task_window", "nested_dummy_small_orch.cpp:75")
+    assert ann["summary"] == "Run stalled stopped with ring 3 task_window at 100%"
 
 
 # -- dashboards against the live server -----------------------------------------------------------
 
 
-def _dashboard_queries() -> list[tuple[str, str]]:
-    out = []
-    for path in sorted(GRAFANA.glob("*.json")):
-        dash = json.loads(path.read_text())
-        for p in dash["panels"]:
-            for t in p.get("targets", []):
-                out.append((f"{path.name}: {p['title']} ({t['refId']})", t["expr"]))
-    return out
-
-
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
-    """Each panel shows something for the near-capacity, the wedged or the stalled run (rates need a few
-    scrapes)."""
+    """Each panel and query variable of every dashboard shows something for the near-capacity, the wedged, the
+    stalled or the fatal run (rates need a few scrapes; the advice panels need --metrics-advice, which the exporters
+    here run with; the dropped records panels the fatal run's dropped records)."""
     api = stack.api
-    queries = _dashboard_queries()
-    assert len(queries) >= 40
+    every = queries()
+    assert len(every) >= 30
     empty: list[str] = []
 
     def panels_without_data() -> bool:
         empty.clear()
-        for where, expr in queries:
+        for q in every:
             results = []
-            for run in ("near", "wedged", "stalled"):
-                q = (expr.replace("$__rate_interval", "1m").replace("$run", run).replace("$rank", ".*")
-                     .replace("$dispatch", ".*").replace("$instance", ".*"))
-                results.extend(api.query(q))  # raises (and the wait fails) when Prometheus rejects it
+            for run in ("near", "wedged", "stalled", "fatal"):
+                values = {"__rate_interval": "1m", "run": run, "rank": ".*", "dispatch": ".*", "instance": ".*"}
+                results.extend(api.query(substitute(q.expr, values)))  # raises if Prometheus rejects it
             if not results:
-                empty.append(where)
+                empty.append(f"{q.dashboard} {q.where}")
         return not empty
 
     wait_for("every panel to have data", panels_without_data, lambda: f"panels without data: {empty}")

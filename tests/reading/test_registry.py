@@ -36,6 +36,8 @@ def test_every_sink_flag_is_on_its_commands_parser() -> None:
 
 
 def _value(flag: Flag) -> list[str]:
+    if flag.switch:
+        return []
     if flag.choices:
         return [config.literal_choices(flag.dest)[-1]]
     if flag.type is not None:

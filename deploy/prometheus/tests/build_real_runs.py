@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,44 +182,85 @@ def input_series(fed: Fed) -> list[dict[str, str]]:
 # -- expected alerts ---------------------------------------------------------------------------------------
 
 
+def _at(fed: Fed, k: int, name: str) -> list[dict[str, str]]:
+    """The label sets of ``name``'s series at scrape ``k``."""
+    return [dict(lab) for (n, lab) in fed.scrapes[k] if n == name]
+
+
+def _links(run: str, rank: str, dispatch: str) -> dict[str, str]:
+    """The annotations' links, as the templates write them (``urlquery``, the node without its port)."""
+    q = urllib.parse.quote_plus
+    node = TARGET["instance"].rsplit(":", 1)[0]
+    path = f"{q(run)}/{q(rank)}/{q(dispatch)}"
+    return {"dashboard": f"https://grafana.example.com/d/ringtrace-run/ringtrace-run?var-run={q(run)}&var-rank={q(rank)}",
+            "report": f"http://{node}:9465/report/{path}",
+            "trace": f"https://ui.perfetto.dev/#!/?url=http://{node}:9465/trace/{path}"}
+
+
+def _rank(lab: Labels) -> str:
+    return f" rank {lab.rank}" if lab.rank else ""
+
+
 def _where(lab: Labels) -> str:
-    """The description's run, rank and dispatch, as the templates write them."""
-    return (f"Run {lab.run}" + (f" rank {lab.rank}" if lab.rank else "")
-            + (f" dispatch {lab.dispatch}" if lab.dispatch else "") + f" on {TARGET['instance']}")
+    return (f" rank {lab.rank}" if lab.rank else "") + (f" dispatch {lab.dispatch}" if lab.dispatch else "")
 
 
-def _run_labels(lab: Labels) -> dict[str, str]:
-    return {**TARGET, **{k: v for k, v in (("run", lab.run), ("rank", lab.rank), ("dispatch", lab.dispatch)) if v}}
-
-
-def verdict_alert(fin: RunFinished) -> tuple[str, dict[str, Any]]:
-    """The verdict alert a finished run raises: its name and its promtool expectation."""
+def verdict_alert(fin: RunFinished, fed: Fed, k: int) -> tuple[str, dict[str, Any]]:
+    """The verdict alert a finished run (one rank) raises at scrape ``k``: its name and its promtool expectation."""
     v, lab = fin.verdict, fin.source.labels
-    name = "RingtraceRunVerdictError" if v.severity == "error" else "RingtraceRunVerdictWarning"
-    tail = ("`ringtrace summary` and `ringtrace check` say the same; run `ringtrace summary RUN_DIR` for the "
-            "evidence." if v.severity == "error" else
-            "It did not fail; `ringtrace advise` on the program's runs sizes the ring.")
-    return name, {
-        "exp_labels": {"severity": "critical" if v.severity == "error" else "warning", **_run_labels(lab),
-                       "kind": v.kind, "text": v.text},
-        "exp_annotations": {
-            "summary": f"Run {lab.run}" + (f" rank {lab.rank}" if lab.rank else "") + f": {v.kind}",
-            "description": f"{_where(lab)}: {v.text}. {tail}",
-            "runbook_url": RUNBOOK + name.lower()}}
+    inst = TARGET["instance"]
+    if v.severity != "error":
+        name = "RingtraceRunVerdictWarning"
+        return name, {"exp_labels": {"severity": "warning", "run": lab.run}, "exp_annotations": {
+            "summary": f"Run {lab.run}: 1 rank(s) finished with a warning",
+            "description": f"1 rank(s) of run {lab.run} finished with a warning. One:{_where(lab)} on {inst}: "
+                           f"{v.text}. It did not fail; `ringtrace advise` on the program's runs sizes the ring.",
+            "rank": lab.rank, "runbook_url": RUNBOOK + name.lower()}}
+    name = "RingtraceRunVerdictError"
+    ann: dict[str, str] = {"description": f"1 rank(s) of run {lab.run} failed (verdict error). `ringtrace summary` on "
+                                          "the rank's folder gives the evidence.",
+                           "runbook_url": RUNBOOK + name.lower()}
+    if _at(fed, k, "ringtrace_run_last_record_timestamp_seconds"):  # the first failed rank is known
+        failed = _at(fed, k, "ringtrace_run_failed")
+        wedged = _at(fed, k, "ringtrace_wedged_innermost_scope_info")
+        ring = wedged[0]["ring"] if wedged else failed[0]["ring"] if failed else ""
+        ratios = [(v_, dict(lab_)["resource"]) for (n, lab_), v_ in fed.scrapes[k].items()
+                  if n == "ringtrace_ring_high_water_ratio" and dict(lab_)["ring"] == ring]
+        ann |= {
+            "summary": f"Run {lab.run} failed:{_rank(lab)} {v.kind}"
+                       + (f" ({failed[0]['error']})" if failed else ""),
+            "description": f"1 rank(s) of run {lab.run} failed (verdict error). The first:{_where(lab)} on {inst}: "
+                           f"{v.text}. `ringtrace summary` on the rank's folder gives the evidence.",
+            "rank": lab.rank, "dispatch": lab.dispatch, "node": inst, "kind": v.kind, "ring": ring,
+            "resource": max(ratios)[1] if ratios else "", "site": wedged[0]["site"] if wedged else "",
+            "code": f"{failed[0]['code']} {failed[0]['error']}" if failed else "",
+            **_links(lab.run, lab.rank, lab.dispatch)}
+    return name, {"exp_labels": {"severity": "critical", "run": lab.run}, "exp_annotations": ann}
 
 
-def stalled_alert(fin: RunFinished, resource: str, percent: str) -> dict[str, Any]:
+def _percent(x: float) -> str:
+    """Prometheus's humanizePercentage: the ratio times 100 to four significant digits and a %."""
+    return f"{x * 100:.4g}%"
+
+
+def stalled_alert(fin: RunFinished, resource: str, ratio: float) -> dict[str, Any]:
     """The stalled alert for the innermost scope the run wedged in (the one open when it stopped)."""
     lab, w = fin.source.labels, fin.summary.wedged[-1]
+    inst = TARGET["instance"]
+    pct = _percent(ratio)
     return {
-        "exp_labels": {"severity": "critical", **_run_labels(lab), "ring": str(w.ring), "resource": resource,
-                       "site": w.site, "depth": str(w.depth)},
+        "exp_labels": {"severity": "critical", "run": lab.run},
         "exp_annotations": {
-            "summary": f"Run {lab.run} stopped with ring {w.ring} {resource} at {percent}",
-            "description": f"{_where(lab)} has read no new record for 10 s or more while its innermost open scope, "
-                           f"{w.site} at depth {w.depth}, submits to ring {w.ring}, whose {resource} is {percent} "
-                           "full: the run is about to wedge there. When the idle timeout finishes it, its verdict "
-                           "says why (RingtraceRunVerdictError).",
+            "summary": f"Run {lab.run}{_rank(lab)} stopped with ring "
+                       f"{w.ring} {resource} at {pct}",
+            "description": f"1 rank(s) of run {lab.run} have read no new record for 10 s or more while their innermost "
+                           f"open scope submits to a ring 80% or more full. The fullest:{_where(lab)} on {inst}: scope "
+                           f"{w.site} at depth {w.depth} submits to ring {w.ring}, whose {resource} is {pct} full: the "
+                           "run is about to wedge there. When the idle timeout finishes it, its verdict says why "
+                           "(RingtraceRunVerdictError).",
+            "rank": lab.rank, "dispatch": lab.dispatch, "node": inst, "ring": str(w.ring), "resource": resource,
+            "site": w.site, "code": "none yet (the rank is still open; the runtime latches one if it deadlocks)",
+            **_links(lab.run, lab.rank, lab.dispatch),
             "runbook_url": RUNBOOK + "ringtraceringnearcapacitystalled"}}
 
 
@@ -237,17 +279,20 @@ REALRUNS = ROOT / "tests" / "fixtures" / "realruns"
 def wedged_near_capacity() -> dict[str, Any]:
     """The runtime's own deadlock with task window 4 on every ring: its five begins arrive one a scrape; the
     last fills ring 3's window (3 tasks: all a window of 4 holds) and no record follows."""
-    fed = feed(SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock", chunks=5, scrapes=9)
+    fed = feed(SAMPLES / "failed" / "NestedScopes_window4_flow_control_deadlock", chunks=5, scrapes=11)
     fin = fed.fin
     assert fin is not None and fin.verdict.kind == "wedged" and fed.finished_at == 6, fin
-    name, verdict = verdict_alert(fin)
+    name, verdict = verdict_alert(fin, fed, 6)
+    stalled = [stalled_alert(fin, "task_window", 1.0)]
     return _test("a run that wedged with its ring full: stalled first, then the verdict (samples/failed/"
                  "NestedScopes_window4_flow_control_deadlock, streamed one record a scrape)", fed, [
                      *expect(3, {}),  # ring 3 still empty
                      *expect(4, {}),  # the last record: full, but it just came
-                     *expect(5, {"RingtraceRingNearCapacityStalled": [stalled_alert(fin, "task_window", "100%")]}),
-                     *expect(6, {name: [verdict]}),  # the idle timeout finished it: the verdict takes over
-                     *expect(8, {name: [verdict]})])
+                     *expect(5, {"RingtraceRingNearCapacityStalled": stalled}),
+                     # the idle timeout finished it: the verdict fires; the stall is kept 1 min (keep_firing_for)
+                     *expect(6, {name: [verdict], "RingtraceRingNearCapacityStalled": stalled}),
+                     *expect(8, {name: [verdict], "RingtraceRingNearCapacityStalled": stalled}),
+                     *expect(10, {name: [verdict]})])
 
 
 def streaming_near_capacity() -> dict[str, Any]:
@@ -288,7 +333,7 @@ def verdict_fires(title: str, folder: Path, chunks: int, kind: str, finished_at:
     fed = feed(folder, chunks, finished_at + 3)
     fin = fed.fin
     assert fin is not None and fin.verdict.kind == kind and fed.finished_at == finished_at, fin
-    name, verdict = verdict_alert(fin)
+    name, verdict = verdict_alert(fin, fed, finished_at)
     before = expect(finished_at - 1, {}) if finished_at else []
     return _test(title, fed, [*before, *expect(finished_at, {name: [verdict]}),
                               *expect(finished_at + 2, {name: [verdict]})])

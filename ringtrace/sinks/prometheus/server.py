@@ -1,7 +1,11 @@
 """The metrics HTTP server: aiohttp's web server in the app's event loop.
 
 * ``/metrics``: ``render(accept)`` -> (body, content type), called in a worker thread so a scrape
-  never blocks the loop; gzip when ``Accept-Encoding`` allows it.  A failing render answers a
+  never blocks the loop.  The body may come in pieces (:class:`~ringtrace.sinks.prometheus.exposition.Chunks`,
+  made in worker threads as they are sent): streamed as they come, or compressed one by one, so a
+  large exposition is never held whole.  gzip when ``Accept-Encoding`` allows it (ISA-L's deflate,
+  level 2: ~20x faster than zlib's level 5 on a large exposition); the gzip of pieces whose key equals
+  the last one's is sent again, not made again.  A failing render answers a
   generic 500 and is logged.
 * ``/healthz`` (200 while the process serves) and ``/readyz`` (200 when ``ready()``, else 503,
   with the reason ``ready()`` gives, e.g. the name of a stuck sink) answer without
@@ -28,11 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
@@ -40,14 +43,16 @@ from typing import cast
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from isal import isal_zlib
 
+from ringtrace.sinks.prometheus.exposition import Chunks
 from ringtrace.sinks.prometheus.webconfig import Active, BasicAuth, WebConfigError, WebSettings, load_web_config
 
 __all__ = ["MetricsServer", "Render", "WebConfigError", "load_web_config", "parse_addr"]
 
 log = logging.getLogger("ringtrace.http")
 
-Render = Callable[[str], tuple[bytes, str]]
+Render = Callable[[str], tuple[bytes | Chunks, str]]
 Ready = Callable[[], bool | tuple[bool, str]]
 """Readiness: a bool, or (ready, why not) whose reason /readyz shows after ``not ready: ``."""
 MAX_CONNECTIONS = 64
@@ -255,6 +260,7 @@ class MetricsServer:
         self._auth_pool: ThreadPoolExecutor | None = None
         self._reload_lock: asyncio.Lock | None = None
         self._warned_at = -1e9
+        self._zipped: tuple[Hashable, bytes] | None = None  # the key of the last pieces compressed, and their gzip
 
     @property
     def port(self) -> int:
@@ -399,16 +405,49 @@ class MetricsServer:
         if path == "/metrics":
             zipped = "gzip" in request.headers.get("Accept-Encoding", "")
             try:
-                body, content_type = await asyncio.to_thread(self._body, request.headers.get("Accept", ""), zipped)
+                exposed, content_type = await asyncio.to_thread(self.render, request.headers.get("Accept", ""))
+                if zipped or request.method == "HEAD" or isinstance(exposed, bytes):
+                    exposed = await asyncio.to_thread(self._gzip if zipped else _joined, exposed)
             except Exception as err:
                 log.error("collecting metrics failed: %s", err, exc_info=log.isEnabledFor(logging.DEBUG))
                 return _text(500, headers)
             extra = {"Content-Encoding": "gzip"} if zipped else {}
-            return web.Response(body=body, headers={**headers, "Content-Type": content_type, **extra})
+            headers = {**headers, "Content-Type": content_type, **extra}
+            if isinstance(exposed, bytes):
+                return web.Response(body=exposed, headers=headers)
+            return await _stream(request, exposed, headers)
         if path == "/":
             return web.Response(body=_PAGE, headers={**headers, "Content-Type": "text/html; charset=utf-8"})
         return _text(404, headers)
 
-    def _body(self, accept: str, zipped: bool) -> tuple[bytes, str]:
-        body, content_type = self.render(accept)
-        return (gzip.compress(body, compresslevel=5) if zipped else body), content_type
+    def _gzip(self, got: bytes | Chunks) -> bytes:
+        """``got`` compressed, a piece at a time; the last gzip again for pieces with the same key."""
+        key = got.key if isinstance(got, Chunks) else None
+        last = self._zipped
+        if key is not None and last is not None and last[0] == key:
+            return last[1]
+        comp = isal_zlib.compressobj(2, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)  # a gzip stream
+        out = [comp.compress(piece) for piece in ((got,) if isinstance(got, bytes) else got)]
+        out.append(comp.flush())
+        packed = b"".join(out)
+        if key is not None:
+            self._zipped = (key, packed)
+        return packed
+
+
+def _joined(got: bytes | Chunks) -> bytes:
+    return got if isinstance(got, bytes) else b"".join(got)
+
+
+async def _stream(request: web.BaseRequest, pieces: Chunks, headers: dict[str, str]) -> web.StreamResponse:
+    """Send ``pieces`` as they are made (each in a worker thread); a failure midway closes the connection."""
+    resp = web.StreamResponse(headers=headers)
+    await resp.prepare(request)
+    try:
+        while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
+            await resp.write(piece)
+    except Exception as err:
+        log.error("collecting metrics failed midway: %s", err, exc_info=log.isEnabledFor(logging.DEBUG))
+        raise ConnectionResetError("the metrics response was cut") from err
+    await resp.write_eof()
+    return resp

@@ -1,5 +1,6 @@
-"""Advice and host-log facts of a finished run on /metrics: recommended and measure-next capacities,
-``ringtrace_run_failed{code,error}``; absent while the run is open or where nothing is known."""
+"""Advice and host-log facts of a finished run on /metrics: recommended and measure-next capacities (with
+``--metrics-advice`` only), ``ringtrace_run_failed{code,error}``; absent while the run is open or where nothing
+is known."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from ringtrace.sinks.prometheus import PrometheusSink
 from tests._support.prometheus import Clock, feed, one, pick, same_as_fresh, series
 from tests._support.samples import FLOW, PAGED
 
+ADVICE = RunAdvice(advice=(
+    Advice(1, "heap", 1 << 20, None, 1 << 20, 700_000, 788_480, "tight", "tight run"),
+    Advice(3, "task_window", 16384, None, 16384, None, None, "oversized", "tail never moved", measure_next=64)))
+
 
 def test_recommended_and_measure_next_capacities_and_a_failed_run() -> None:
-    sink = PrometheusSink(clock=Clock())
-    advice = RunAdvice(advice=(
-        Advice(1, "heap", 1 << 20, None, 1 << 20, 700_000, 788_480, "tight", "tight run"),
-        Advice(3, "task_window", 16384, None, 16384, None, None, "oversized", "tail never moved",
-               measure_next=64)))
+    sink = PrometheusSink(clock=Clock(), advice=True)
+    advice = ADVICE
     feed(sink, "/a/scope_stats/scope_stats.jsonl", PAGED.read_bytes(), "a", advice=advice)
     log = HostLog("/b/host.log", orch_error_code=2, error_name="HEAP_RING_DEADLOCK")
     feed(sink, "/b/scope_stats/scope_stats.jsonl", FLOW.read_bytes(), "b", host_log=log)
@@ -37,3 +39,11 @@ def test_a_scheduler_failure_and_a_passing_log_on_metrics() -> None:
     s = series(sink)
     assert one(s, "ringtrace_run_failed", run="c", code="100", error="SCHEDULER_TIMEOUT") == 1
     assert not pick(s, "ringtrace_run_failed", run="d")  # a log that reports no failure is no failed run
+
+
+def test_advice_stays_off_metrics_unless_asked_for() -> None:
+    sink = PrometheusSink(clock=Clock())
+    feed(sink, "/a/scope_stats/scope_stats.jsonl", PAGED.read_bytes(), "a", advice=ADVICE)
+    s = series(sink)
+    assert pick(s, "ringtrace_run_verdict", run="a")
+    assert not [n for n, _ in s if n in ("ringtrace_ring_recommended_capacity", "ringtrace_ring_measure_next_capacity")]

@@ -22,8 +22,9 @@ def test_finished_runs_render_like_a_fresh_collection_and_are_cached() -> None:
     sink = fed(SAMPLE_FILES)
     first = same_as_fresh(sink)
     assert b'ringtrace_wedged_scopes{' in first
-    assert all(st.lines is not None for st in sink._runs.values())  # formatted once...
+    assert all(st.lines is not None and st.live is None for st in sink._runs.values())  # formatted once...
     assert same_as_fresh(sink) == first  # ...and reused
+    assert sink.chunks("")[0].key == sink.chunks("")[0].key  # nothing changed: the server may send its gzip again
 
 
 def test_open_runs_are_collected_per_scrape_beside_cached_ones() -> None:
@@ -39,7 +40,7 @@ def test_open_runs_are_collected_per_scrape_beside_cached_ones() -> None:
     whole = same_as_fresh(sink)
     assert half != whole  # the open run's figures moved
     open_state = sink._runs[str(FLOW)]
-    assert open_state.final is None and open_state.lines is None
+    assert open_state.live is not None and open_state.lines is None
 
 
 def test_an_expired_run_leaves_both_formats() -> None:
@@ -75,3 +76,16 @@ def test_rendering_many_finished_runs_reuses_their_lines(tmp_path: Path) -> None
     body = same_as_fresh(sink)
     assert body.count(b"ringtrace_run_scopes{") == 300
     assert sum(st.lines is not None for st in sink._runs.values()) == 300
+
+
+def test_a_run_finishing_between_scrapes_is_in_the_next_one() -> None:
+    clock = Clock(0.0)
+    sink = fed([PAGED], clock=clock)
+    before = same_as_fresh(sink)
+    run = FLOW.parts[-4]
+    assert f'run="{run}"'.encode() not in before
+    for ev in events_of(FLOW.read_bytes(), Source(str(FLOW), source_labels(FLOW)), 1 << 20):
+        sink.receive(ev)
+    after = same_as_fresh(sink)
+    assert f'ringtrace_wedged_scopes{{dispatch="",rank="",run="{run}"}} 5.0'.encode() in after
+

@@ -23,19 +23,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import bcrypt
+import msgspec
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.model.records import Source
+from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
+from ringtrace.sinks.prometheus.exposition import CHUNK
 from ringtrace.sinks.prometheus.server import MetricsServer, Render, parse_addr
 from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
 from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
+from tests._support.prometheus import Clock, events_of
 from tests._support.require import require
-from tests._support.samples import SAMPLES
+from tests._support.samples import PAGED, SAMPLES
 from tests._support.writer import wait_for
 
 T = TypeVar("T")
@@ -129,7 +132,7 @@ def test_metrics_text_format(server: MetricsServer) -> None:
     assert status == 200
     assert headers["content-type"].startswith("text/plain; version=0.0.4")
     names = {f.name for f in text_string_to_metric_families(body.decode())}
-    assert {"ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict", "ringtrace_wedged_scope_info",
+    assert {"ringtrace_ring_occupancy_ratio", "ringtrace_run_verdict", "ringtrace_wedged_innermost_scope_info",
             "ringtrace_build_info"} <= names
 
 
@@ -148,6 +151,32 @@ def test_metrics_gzip(server: MetricsServer) -> None:
     assert status == 200 and headers["content-encoding"] == "gzip"
     assert b"ringtrace_run_scopes" in gzip.decompress(body)
     assert "content-encoding" not in get(server.port, "/metrics")[1]
+
+
+def test_a_large_exposition_is_streamed_and_compressed_in_pieces(serve: Callable[..., MetricsServer]) -> None:
+    """The agent serves ``chunks``: pieces sent as they are made, or compressed one by one; the bodies are
+    the sink's render, and a gzip is made again only when the exposition changed."""
+    clock = Clock(0.0)
+    big = PrometheusSink(clock=clock)
+    data = PAGED.read_bytes()
+    evs = events_of(data, Source("/t/r/scope_stats/scope_stats.jsonl"), 1 << 20)
+    for i in range(600):
+        src = Source(f"/t/r{i}/scope_stats/scope_stats.jsonl", Labels(run=f"r{i}"))
+        for ev in evs:
+            big.receive(msgspec.structs.replace(ev, source=src))
+    srv = serve(render=big.chunks)
+    whole, _ = big.render("")
+    assert len(whole) > 2 * CHUNK and len(list(big.chunks("")[0])) > 2
+    status, headers, body = get(srv.port, "/metrics")
+    assert status == 200 and body == whole and headers.get("transfer-encoding") == "chunked"
+    status, headers, body = get(srv.port, "/metrics", {"Accept-Encoding": "gzip"})
+    assert headers["content-encoding"] == "gzip" and gzip.decompress(body) == whole
+    packed = srv._zipped
+    assert get(srv.port, "/metrics", {"Accept-Encoding": "gzip"})[2] == body and srv._zipped is packed  # reused
+    for ev in events_of(data, Source("/t/late/scope_stats/scope_stats.jsonl", Labels(run="late")), 1 << 20):
+        big.receive(ev)
+    assert b'run="late"' in gzip.decompress(get(srv.port, "/metrics", {"Accept-Encoding": "gzip"})[2])
+    assert srv._zipped is not packed
 
 
 def test_probes_and_other_paths(serve: Callable[..., MetricsServer]) -> None:

@@ -27,12 +27,13 @@ from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
-from tests._support.prometheus import Clock, events_of, fed, one, pick, series
+from tests._support.prometheus import Clock, events_of, fed, one, pick, same_as_fresh, series
 from tests._support.require import require
 from tests._support.samples import FLOW, PAGED, SAMPLE_FILES
 
 HEAP_DL = next(f for f in SAMPLE_FILES if "HeapRingDeadlock" in str(f))
 L3_RANK1 = next(f for f in SAMPLE_FILES if "rank1" in str(f))
+L3_RANK0 = next(f for f in SAMPLE_FILES if "rank0" in str(f))
 
 
 def agrees(events: list[SinkEvent]) -> None:
@@ -111,57 +112,56 @@ def test_exposition_reports_the_sample_figures() -> None:
     s = series(fed([PAGED, L3_RANK1]))
     run = dict(run=PAGED.parts[-3], rank="", dispatch="")
     ring2 = dict(run, ring="2")
-    assert one(s, "ringtrace_ring_task_window_capacity", **ring2) == 16
-    assert one(s, "ringtrace_ring_task_window_high_water", **ring2) == 19  # streams past the capacity: not a need
-    assert one(s, "ringtrace_ring_heap_capacity_bytes", **ring2) == 32768
-    assert one(s, "ringtrace_ring_heap_high_water_bytes", **ring2) == 26 * 1024
+    [sizes] = pick(s, "ringtrace_run_sizes_info", **run)  # the capacities: one info series per run
+    assert dict(sizes)["task_window"] == "8,8,16,64" and dict(sizes)["tensormap"] == "65536"
+    assert dict(sizes)["heap_bytes"] == "8192,16384,32768,65536"
+    # high water / usable capacity: streams past the capacity (19 of the window's 15 usable slots), not a need
+    assert one(s, "ringtrace_ring_high_water_ratio", resource="task_window", **ring2) == pytest.approx(19 / 15)
+    assert one(s, "ringtrace_ring_high_water_ratio", resource="heap", **ring2) == pytest.approx(26 / 32)
     # the need the records prove (one scope's 4 tasks live at once: a window of 5), not the high water
     assert one(s, "ringtrace_ring_need_ratio", resource="task_window", **ring2) == pytest.approx(5 / 16)
     assert not pick(s, "ringtrace_ring_need_ratio", resource="dep_pool", **ring2)  # the dep pool proves nothing
-    # occupancy at the ring's last record: 12 of the window's 15 usable slots
-    assert one(s, "ringtrace_ring_occupancy_ratio", resource="task_window", **ring2) == pytest.approx(12 / 15)
-    assert not [n for n, _ in s if n in ("ringtrace_ring_utilization_ratio", "ringtrace_ring_pinned_ratio",
-                                         "ringtrace_ring_peak_site_info")]  # deleted: occupancy shown as pressure
-    # live = head - tail at the ring's last record (read off the last lines of the file)
-    assert one(s, "ringtrace_ring_task_window_live", ring="0", **run) == 0
-    assert one(s, "ringtrace_ring_task_window_live", ring="1", **run) == 1
-    assert one(s, "ringtrace_ring_task_window_live", ring="2", **run) == 12
+    assert not pick(s, "ringtrace_ring_occupancy_ratio")  # occupancy: open runs only
+    gone = {n for n, _ in s} & {"ringtrace_ring_task_window_capacity", "ringtrace_ring_heap_live_bytes",
+                                "ringtrace_ring_scopes", "ringtrace_tensormap_capacity", "ringtrace_run_fatal",
+                                "ringtrace_run_complete", "ringtrace_run_finished", "ringtrace_wedged_scope_info",
+                                "ringtrace_run_last_update_timestamp_seconds", "ringtrace_ring_utilization_ratio"}
+    assert not gone
     assert one(s, "ringtrace_run_scopes", **run) == 992
     assert one(s, "ringtrace_run_records", **run) == 1984
-    assert one(s, "ringtrace_run_complete", **run) == 1
-    assert one(s, "ringtrace_run_fatal", **run) == 0
-    assert one(s, "ringtrace_run_dropped_records", **run) == 0
-    assert one(s, "ringtrace_wedged_scopes", **run) == 0
-    assert one(s, "ringtrace_tensormap_capacity", **run) == 65536
-    assert one(s, "ringtrace_tensormap_high_water", **run) == 8
-    assert not pick(s, "ringtrace_wedged_scope_info", **run)
-    # the L3 file carries rank and dispatch labels
+    assert not pick(s, "ringtrace_run_dropped_records", **run)  # absent when none
+    assert not pick(s, "ringtrace_wedged_scopes", **run)  # absent when none
+    # the L3 file carries rank and dispatch labels; its ring 0 saw no allocation: nothing of it is exposed
     l3 = dict(run="nested_l3_20261130_102011", rank="1", dispatch="1")
-    assert one(s, "ringtrace_ring_dep_pool_high_water", ring="3", **l3) == 131
-    assert one(s, "ringtrace_ring_dep_pool_capacity", ring="3", **l3) == 128
+    assert one(s, "ringtrace_ring_high_water_ratio", ring="3", resource="dep_pool", **l3) == pytest.approx(131 / 128)
+    assert not [k for (n, k) in s if n.startswith("ringtrace_ring_") and ("ring", "0") in k and ("rank", "1") in k]
     assert one(s, "ringtrace_records_read_total") == 1984 + 1362
 
 
-def test_wedged_runs_list_their_open_scopes() -> None:
+def test_a_finished_l3_rank_costs_a_third_of_the_series_it_did() -> None:
+    """Issue 35: 82 series per finished rank of the L3 sample before; at most a third now."""
+    s = series(fed([L3_RANK0]))
+    per_run = [n for (n, labels) in s if ("rank", "0") in labels]
+    assert len(per_run) <= 82 // 3, sorted(per_run)
+    assert {"ringtrace_run_verdict", "ringtrace_run_info", "ringtrace_run_sizes_info",
+            "ringtrace_ring_high_water_ratio", "ringtrace_ring_need_ratio"} <= set(per_run)
+
+
+def test_wedged_runs_say_where_they_wedged() -> None:
     s = series(fed([FLOW, HEAP_DL]))
     flow = dict(run="NestedScopes_window4_flow_control_deadlock", rank="", dispatch="")
     assert one(s, "ringtrace_wedged_scopes", **flow) == 5
-    wedged = pick(s, "ringtrace_wedged_scope_info", **flow)
-    assert {(dict(k)["site"], dict(k)["depth"], dict(k)["ring"]) for k in wedged} == {
-        ("(unknown):0", "0", "0"), ("nested_dummy_small_orch.cpp:42", "1", "1"),
-        ("nested_dummy_small_orch.cpp:49", "2", "2"), ("nested_dummy_small_orch.cpp:57", "3", "3"),
-        ("nested_dummy_small_orch.cpp:75", "4", "3")}
     inner = pick(s, "ringtrace_wedged_innermost_scope_info", **flow)
-    assert [dict(k)["site"] for k in inner] == ["nested_dummy_small_orch.cpp:75"]
-    # no scope paired: capacities and live occupancy (3 of the window's 3 usable slots: full), but no peaks
-    assert one(s, "ringtrace_ring_task_window_live", ring="3", **flow) == 3
-    assert one(s, "ringtrace_ring_task_window_capacity", ring="3", **flow) == 4
-    assert one(s, "ringtrace_ring_occupancy_ratio", ring="3", resource="task_window", **flow) == 1
-    assert not pick(s, "ringtrace_ring_task_window_high_water", **flow)
+    assert [(dict(k)["site"], dict(k)["depth"], dict(k)["ring"]) for k in inner] == [
+        ("nested_dummy_small_orch.cpp:75", "4", "3")]
+    assert not pick(s, "ringtrace_run_open_scopes", **flow)  # the wedged scopes say it once finished
+    # no scope paired: no peaks, no needs; and no occupancy once finished
+    assert not pick(s, "ringtrace_ring_high_water_ratio", **flow)
     assert not pick(s, "ringtrace_ring_need_ratio", **flow)
+    assert not pick(s, "ringtrace_ring_occupancy_ratio", **flow)
     heap = dict(run="HeapRingDeadlock", rank="", dispatch="")
     assert one(s, "ringtrace_wedged_scopes", **heap) == 1
-    assert one(s, "ringtrace_run_finished", **heap) == 1
+    assert dict(next(iter(pick(s, "ringtrace_run_info", **heap))))["reason"] == "eof"
 
 
 def test_every_per_run_series_has_run_rank_dispatch() -> None:
@@ -169,9 +169,9 @@ def test_every_per_run_series_has_run_rank_dispatch() -> None:
     self_metrics = {"ringtrace_records_read_total", "ringtrace_parse_errors_total", "ringtrace_files_watched",
                     "ringtrace_sink_errors_total", "ringtrace_build_info", "ringtrace_runs_started_total",
                     "ringtrace_runs_finished_total", "ringtrace_runs_expired_total", "ringtrace_runs_evicted_total",
-                    "ringtrace_runs_tracked"}
+                    "ringtrace_runs_tracked", "ringtrace_finished_run_series", "ringtrace_series_dropped_total"}
     names = {n for n, _ in s}
-    assert len(names - self_metrics) >= 25
+    assert len(names - self_metrics) >= 10
     for (name, labels), _ in s.items():
         if name in self_metrics:
             continue
@@ -232,9 +232,8 @@ def test_self_metrics() -> None:
     assert one(s, "ringtrace_files_watched") == 3
     assert one(s, "ringtrace_runs_started_total") == 1
     assert one(s, "ringtrace_runs_finished_total", reason="eof") == 1
-    assert one(s, "ringtrace_run_fatal", run="bad") == 1
     assert one(s, "ringtrace_run_dropped_records", run="bad") == 2
-    assert one(s, "ringtrace_run_complete", run="bad") == 0
+    assert one(s, "ringtrace_run_verdict", run="bad", severity="error") == 1  # a latched fatal: the verdict says it
     info = pick(s, "ringtrace_build_info")
     assert len(info) == 1 and dict(next(iter(info)))["version"]
 
@@ -261,10 +260,11 @@ def test_open_run_is_not_wedged_until_finished() -> None:
     s = series(sink)
     lab = dict(run=src.labels.run)
     assert one(s, "ringtrace_run_open_scopes", **lab) == 5
-    assert one(s, "ringtrace_wedged_scopes", **lab) == 0
-    assert one(s, "ringtrace_run_finished", **lab) == 0
-    assert not pick(s, "ringtrace_wedged_scope_info", **lab)
-    assert one(s, "ringtrace_run_last_update_timestamp_seconds", **lab) == 50.0
+    assert not pick(s, "ringtrace_wedged_scopes", **lab)
+    assert not pick(s, "ringtrace_wedged_innermost_scope_info", **lab)
+    assert dict(next(iter(pick(s, "ringtrace_run_info", **lab))))["reason"] == ""  # open
+    # no scope paired yet, but the window is full: 3 of ring 3's 3 usable slots (what the paging alert reads)
+    assert one(s, "ringtrace_ring_occupancy_ratio", ring="3", resource="task_window", **lab) == 1
     assert one(s, "ringtrace_run_last_record_timestamp_seconds", **lab) == 50.0
     inner = pick(s, "ringtrace_open_innermost_scope_info", **lab)  # where it is submitting now
     assert [(dict(k)["site"], dict(k)["depth"], dict(k)["ring"]) for k in inner] == [
@@ -275,10 +275,10 @@ def test_open_run_is_not_wedged_until_finished() -> None:
         sink.receive(ev)
     s = series(sink)
     assert one(s, "ringtrace_wedged_scopes", **lab) == 5
-    assert one(s, "ringtrace_run_finished", **lab) == 1
-    assert one(s, "ringtrace_run_last_update_timestamp_seconds", **lab) == 80.0
     assert one(s, "ringtrace_run_last_record_timestamp_seconds", **lab) == 50.0  # no record since
     assert not pick(s, "ringtrace_open_innermost_scope_info", **lab)
+    assert not pick(s, "ringtrace_ring_occupancy_ratio", **lab)
+    assert not pick(s, "ringtrace_run_open_scopes", **lab)
     assert one(s, "ringtrace_run_verdict", kind="wedged", severity="error", **lab) == 1
     assert dict(next(iter(pick(s, "ringtrace_run_info", **lab))))["reason"] == "idle"
 
@@ -301,14 +301,15 @@ def test_live_figures_follow_the_records() -> None:
         need = proven_need(p, expect).value
         got = pick(s, "ringtrace_ring_need_ratio", ring=str(p.ring), resource=p.resource, **lab)
         assert list(got.values()) == ([pytest.approx(need / p.capacity)] if need else [])
-        assert one(s, "ringtrace_ring_occupancy_ratio", ring=str(p.ring), resource=p.resource, **lab) == \
-            pytest.approx(p.live / usable(p.resource, p.capacity))
-        assert one(s, f"ringtrace_ring_{p.resource}_live{'_bytes' if p.resource == 'heap' else ''}",
-                   ring=str(p.ring), **lab) == p.live
+        got = pick(s, "ringtrace_ring_occupancy_ratio", ring=str(p.ring), resource=p.resource, **lab)
+        assert list(got.values()) == ([pytest.approx(p.live / usable(p.resource, p.capacity))]
+                                      if p.live or p.high_water else [])  # a ring not used yet: nothing
+        got = pick(s, "ringtrace_ring_high_water_ratio", ring=str(p.ring), resource=p.resource, **lab)
+        assert list(got.values()) == ([pytest.approx(p.high_water / usable(p.resource, p.capacity))]
+                                      if p.scopes and p.high_water else [])
     assert any(p.live for p in expect.peaks) and any(proven_need(p, expect).value for p in expect.peaks)
     assert one(s, "ringtrace_run_scopes", **lab) == expect.scopes
     assert one(s, "ringtrace_run_open_scopes", **lab) == len(run.pairer.open_scopes)
-    assert one(s, "ringtrace_run_complete", **lab) == 0
 
 
 # -- lifetime of series ---------------------------------------------------------------------------
@@ -324,7 +325,7 @@ def test_finished_series_expire_after_ttl() -> None:
     s = series(sink)
     assert not pick(s, "ringtrace_run_scopes", **lab)
     assert not [n for n, labels in s if ("run", lab["run"]) in labels]
-    assert not pick(s, "ringtrace_wedged_scope_info")
+    assert not pick(s, "ringtrace_wedged_innermost_scope_info")
     assert one(s, "ringtrace_runs_expired_total") == 2
     assert one(s, "ringtrace_runs_tracked") == 0
 
@@ -379,6 +380,16 @@ def test_same_labels_from_two_paths_expose_one_run() -> None:
         res = subprocess.run([promtool, "check", "metrics"], input=generate_latest(sink.registry),
                              capture_output=True, timeout=60)
         assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
+    clock.now = 9.0  # a newer open run with the same labels hides the finished ones until it finishes
+    run = Run(Source("/c/same/scope_stats/scope_stats.jsonl", lab), Thresholds())
+    for ev in run.feed(PAGED.read_bytes()[:5000]):
+        sink.receive(ev)
+    both = same_as_fresh(sink)
+    assert b"ringtrace_run_verdict{" not in both and b"ringtrace_run_open_scopes{" in both
+    assert b"/c/same/" in both and b"/b/same/" not in both
+    for ev in run.finish("idle"):
+        sink.receive(ev)
+    assert b"/c/same/" in same_as_fresh(sink)
 
 
 def test_memory_is_bounded_by_max_runs() -> None:
@@ -427,7 +438,7 @@ def test_awkward_site_names_stay_valid_exposition() -> None:
     for ev in events_of(f"{meta}\n{begin}\n".encode(), Source("/x/scope_stats.jsonl", Labels(run='r"un')), 1 << 20):
         sink.receive(ev)
     s = series(sink)
-    assert [dict(k)["site"] for k in pick(s, "ringtrace_wedged_scope_info", run='r"un')] == [site]
+    assert [dict(k)["site"] for k in pick(s, "ringtrace_wedged_innermost_scope_info", run='r"un')] == [site]
     [verdict] = pick(s, "ringtrace_run_verdict", run='r"un')
     assert site in dict(verdict)["text"]
     parse_openmetrics(generate_openmetrics(sink.registry).decode())
