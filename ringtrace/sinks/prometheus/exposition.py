@@ -7,7 +7,7 @@ made as they are sent (or compressed), so a scrape holds one piece at a time.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 CHUNK = 256 * 1024
 """About how many bytes one piece holds."""
@@ -17,11 +17,14 @@ class Chunks:
     """The pieces of one exposition, made as they are taken (an iterator; take it from one thread at a time).
 
     ``key``: two expositions with equal keys have the same bytes (the server reuses the gzip of the last
-    one); None: no such promise."""
+    one); None: no such promise.  ``gzipped``: makes the exposition's gzip without the pieces (the sink
+    stitches it from what it keeps compressed); None: the server compresses the pieces."""
 
-    def __init__(self, pieces: Iterator[bytes], key: Hashable | None = None) -> None:
+    def __init__(self, pieces: Iterator[bytes], key: Hashable | None = None,
+                 gzipped: Callable[[], bytes] | None = None) -> None:
         self._pieces = pieces
         self.key = key
+        self.gzipped = gzipped
 
     def __iter__(self) -> Iterator[bytes]:
         return self._pieces
