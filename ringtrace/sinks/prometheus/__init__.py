@@ -154,6 +154,7 @@ class PrometheusSink(Sink):
         self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
+        self._open: dict[str, _RunState] = {}  # the open ones among them
         self._finished: deque[_RunState] = deque()  # finish order (their updated_at is the finish time)
         self._finished_series = 0
         self._self = SelfCounts()
@@ -211,7 +212,8 @@ class PrometheusSink(Sink):
             return None
         if st is None or st.source.generation < source.generation:
             self._forget(_key(source))
-            st = self._runs[_key(source)] = _RunState(source, _labels(source), now, now, empty_summary(meta))
+            st = self._runs[_key(source)] = self._open[_key(source)] = _RunState(source, _labels(source), now, now,
+                                                                                 empty_summary(meta))
             self._bound()
         return st
 
@@ -253,6 +255,7 @@ class PrometheusSink(Sink):
         final = ev if self.advice or ev.advice is None else msgspec.structs.replace(ev, advice=None)
         lines, st.series = run_lines(samples(RunView(st.labels, st.source, ev.summary, final, st.record_at)))
         st.live, st.run_key = None, ev.key
+        del self._open[key]
         if self._journal is not None:
             self._journal.append(_entry(key, st, lines))
             if self._journal.written > 2 * len(self._finished) + 1000:
@@ -311,6 +314,7 @@ class PrometheusSink(Sink):
     def _forget(self, key: str) -> _RunState | None:
         """Drop the run at ``key`` (if any); returns it."""
         st = self._runs.pop(key, None)
+        self._open.pop(key, None)
         if st is not None:
             if st.live is None:
                 self._finished_series -= st.series
@@ -353,7 +357,7 @@ class PrometheusSink(Sink):
             seg.pack()
         while self._segments and not self._segments[0].runs:
             self._segments.popleft()
-        opened = _latest(st for st in self._runs.values() if st.live is not None)
+        opened = _latest(self._open.values())
         by_labels = self._by_labels
         opened = [st for st in opened if st.labels not in by_labels or by_labels[st.labels].updated_at <= st.updated_at]
         hidden = {st.labels for st in opened} & by_labels.keys()
