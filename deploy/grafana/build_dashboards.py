@@ -295,7 +295,8 @@ def run_dashboard() -> dict[str, Any]:
          thresholds((None, "green"), (1, "orange"))),
         ("Wedged scopes", f"sum(ringtrace_wedged_scopes{{{RUN_SEL}}})", "Scopes never closed (finished runs).",
          thresholds((None, "green"), (1, "red"))),
-        ("Dropped records", f"sum(ringtrace_run_dropped_records{{{RUN_SEL}}})", "Dropped by the collector.",
+        ("Dropped records", f"sum(ringtrace_run_dropped_records{{{RUN_SEL}}}) or vector(0)",
+         "Dropped by the collector.",
          thresholds((None, "green"), (1, "orange"))),
     ):
         lay.add(stat(title, expr, desc, steps), 4, 4)
