@@ -37,7 +37,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 
 import msgspec
@@ -76,12 +75,11 @@ from ringtrace.sinks.prometheus._families import (
 )
 from ringtrace.sinks.prometheus._journal import Entry, Journal, decode_key, encode_key
 from ringtrace.sinks.prometheus._own import SelfCounts, own_families
-from ringtrace.sinks.prometheus._segments import Part, Segment, deflate, gzip_of, inflate
-from ringtrace.sinks.prometheus.exposition import Chunks, grouped
+from ringtrace.sinks.prometheus._segments import Packed, Segment, deflate, gzip_of, inflate
+from ringtrace.sinks.prometheus.exposition import Chunks, family_heads, gz_parts, pieces
 
 log = logging.getLogger("ringtrace.sinks.prometheus")
 Key = tuple[str, str, str]
-Packed = list[Part]  # a segment's families, packed
 
 
 @dataclass(slots=True)
@@ -164,7 +162,7 @@ class PrometheusSink(Sink):
         self._by_labels: dict[Key, _RunState] = {}  # the finished run of each label set
         self._journal = Journal(state_dir) if state_dir is not None else None
         self.registry.register(self)
-        self._headers = {om: _family_heads(encode(_Collector(lambda: run_families([]))))
+        self._headers = {om: family_heads(encode(_Collector(lambda: run_families([]))))
                          for om, encode in ((False, text_latest), (True, openmetrics_latest))}
         self._heads_z = {om: [deflate(h) for h in heads] for om, heads in self._headers.items()}
         self._own = CollectorRegistry(auto_describe=False)  # what render appends: own families, then registered
@@ -212,8 +210,8 @@ class PrometheusSink(Sink):
             return None
         if st is None or st.source.generation < source.generation:
             self._forget(_key(source))
-            st = self._runs[_key(source)] = self._open[_key(source)] = _RunState(source, _labels(source), now, now,
-                                                                                 empty_summary(meta))
+            st = _RunState(source, _labels(source), now, now, empty_summary(meta))
+            self._runs[_key(source)] = self._open[_key(source)] = st
             self._bound()
         return st
 
@@ -400,32 +398,13 @@ class PrometheusSink(Sink):
         own = openmetrics_latest(self._own) if om else text_latest(self._own)
         rows += [run_lines(samples(v))[0] for v in views]
         heads, zipped = self._headers[om], self._heads_z[om]
-        return Chunks(grouped(_pieces(heads, packed, rows, own)), (om, version, own),
-                      lambda: gzip_of(_parts(zipped, packed, rows, own))), content_type
+        return Chunks(pieces(heads, packed, rows, own), (om, version, own),
+                      lambda: gzip_of(gz_parts(zipped, packed, rows, own))), content_type
 
     def render(self, accept: str) -> tuple[bytes, str]:
         """:meth:`chunks` joined: the whole body."""
         got, content_type = self.chunks(accept)
         return b"".join(got), content_type
-
-
-def _pieces(heads: list[bytes], packed: list[Packed], rows: list[tuple[bytes, ...]], own: bytes) -> Iterator[bytes]:
-    """Each family's head, its lines from the packed segments and from ``rows`` (one tuple a run), then the
-    own families."""
-    for i, head in enumerate(heads):
-        yield head
-        yield from filter(None, (inflate(parts[i]) for parts in packed))
-        yield from filter(None, map(itemgetter(i), rows))
-    yield own
-
-
-def _parts(heads: list[Part], packed: list[Packed], rows: list[tuple[bytes, ...]], own: bytes) -> Iterator[Part]:
-    """:func:`_pieces` as deflate streams: the packed segments' as they are, the rest compressed now."""
-    for i, head in enumerate(heads):
-        yield head
-        yield from (parts[i] for parts in packed)
-        yield deflate(b"".join(filter(None, map(itemgetter(i), rows))))
-    yield deflate(own)
 
 
 def _latest(runs: Iterable[_RunState]) -> list[_RunState]:
@@ -456,17 +435,6 @@ def _poll(read: Callable[[], Mapping[str, int]] | None) -> dict[str, int]:
         return dict(read()) if read is not None else {}
     except Exception:
         return {}
-
-
-def _family_heads(body: bytes) -> list[bytes]:
-    """The ``# HELP``/``# TYPE`` lines of an exposition of empty families, one bytes per family."""
-    chunks: list[bytes] = []
-    for line in body.splitlines(keepends=True):
-        if line.startswith(b"# HELP ") or not chunks:
-            chunks.append(line)
-        elif line != b"# EOF\n":
-            chunks[-1] += line
-    return chunks
 
 
 __all__ = ["RUN_FAMILIES", "RUN_LABELS", "PrometheusSink", "RunView", "run_families"]

@@ -30,6 +30,8 @@ _END = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, -15).flush()  # a final 
 Part = tuple[bytes, int, int]
 """One raw deflate stream (sync flushed, no history): (stream, CRC-32 of its text, its text's length)."""
 EMPTY: Part = (b"", 0, 0)
+Packed = list[Part]
+"""A segment's families, packed."""
 
 
 def deflate(text: bytes) -> Part:
