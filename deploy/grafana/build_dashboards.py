@@ -393,7 +393,8 @@ def run_dashboard() -> db.Dashboard:
          thresholds((None, "green"), (1, "orange"))),
         ("Wedged scopes", f"sum(ringtrace_wedged_scopes{{{RUN_SEL}}})", "Scopes never closed (finished runs).",
          thresholds((None, "green"), (1, "red"))),
-        ("Dropped records", f"sum(ringtrace_run_dropped_records{{{RUN_SEL}}})", "Dropped by the collector.",
+        ("Dropped records", f"sum(ringtrace_run_dropped_records{{{RUN_SEL}}}) or vector(0)",
+         "Dropped by the collector.",
          thresholds((None, "green"), (1, "orange"))),
     ):
         items.append(sized(stat_panel(title, expr, desc, steps), 4, 4))

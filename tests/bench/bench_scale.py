@@ -13,7 +13,9 @@ same run and in turn:
    ``steady`` (nothing changed between scrapes), ``steady+gzip`` (``Accept-Encoding: gzip``, as Prometheus
    sends it), and ``changing+gzip``: before each scrape one more rank file is written and the agent's log
    says it finished, so the scrape sees a changed set of runs (what a node running jobs sees);
-4. **peak RSS** of the agent (``VmHWM``, read before it is stopped: catch-up and every scrape).
+4. **peak RSS** of the agent (``VmHWM``, read before it is stopped: catch-up and every scrape);
+5. the agent's **CPU per scrape** (its threads' ``schedstat`` before and after each scrape), p50 and p99:
+   what a scrape costs whatever the machine's load (the wall-clock figures wait for the CPU on a busy one).
 
 Nothing here asserts a time.  The machine's load average is printed with the figures.
 
@@ -24,6 +26,7 @@ Nothing here asserts a time.  The machine's load average is printed with the fig
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import http.client
@@ -117,6 +120,14 @@ class Agent:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def cpu_ns(self) -> int:
+        """CPU time of the agent's threads now (schedstat: nanoseconds, not clock ticks)."""
+        total = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):  # a thread that just ended
+                total += int((task / "schedstat").read_text().split()[0])
+        return total
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -126,14 +137,18 @@ class Agent:
             self.proc.wait()
 
 
-def scrape(conn: http.client.HTTPConnection, zipped: bool) -> tuple[float, bytes]:
-    """(seconds, body as sent) of one GET /metrics on ``conn``."""
+def scrape(conn: http.client.HTTPConnection, zipped: bool, agent: Agent | None = None,
+           cpu: list[float] | None = None) -> tuple[float, bytes]:
+    """(seconds, body as sent) of one GET /metrics on ``conn``; the agent's CPU seconds for it go to ``cpu``."""
     headers = {"Accept": ACCEPT, **({"Accept-Encoding": "gzip"} if zipped else {})}
+    before = agent.cpu_ns() if agent is not None else 0
     t = time.perf_counter()
     conn.request("GET", "/metrics", headers=headers)
     resp = conn.getresponse()
     body = resp.read()
     took = time.perf_counter() - t
+    if agent is not None and cpu is not None:
+        cpu.append((agent.cpu_ns() - before) / 1e9)
     if resp.status != 200:
         raise SystemExit(f"/metrics answered {resp.status}")
     return took, body
@@ -151,7 +166,7 @@ def measure(label: str, python: str, checkout: Path, tree: Path, files: int,
     try:
         agent.wait_finished(files, timeout=1800)
         catch_up = time.perf_counter() - t0
-        cpu = agent.cpu_seconds()
+        catch_up_cpu = agent.cpu_seconds()
         conn = http.client.HTTPConnection("127.0.0.1", agent.port, timeout=120)
         _, body = scrape(conn, False)
         text = body.decode()
@@ -159,10 +174,11 @@ def measure(label: str, python: str, checkout: Path, tree: Path, files: int,
         per_run = [line for line in samples if 'rank="' in line]
         zipped_bytes = len(gzip.compress(body, 5))
         lat: dict[str, list[float]] = {"steady": [], "steady+gzip": [], "changing+gzip": []}
+        cpu: dict[str, list[float]] = {k: [] for k in lat}
         for _ in range(args.scrapes):
-            lat["steady"].append(scrape(conn, False)[0])
+            lat["steady"].append(scrape(conn, False, agent, cpu["steady"])[0])
         for _ in range(args.scrapes):
-            lat["steady+gzip"].append(scrape(conn, True)[0])
+            lat["steady+gzip"].append(scrape(conn, True, agent, cpu["steady+gzip"])[0])
         data = SAMPLE.read_bytes()
         for i in range(args.scrapes):  # one more finished rank file before each scrape (the agent's own tree)
             path = rank_file(tree, f"zz_{label}_{os.getpid()}", i)
@@ -171,15 +187,17 @@ def measure(label: str, python: str, checkout: Path, tree: Path, files: int,
             tmp.write_bytes(data)
             tmp.rename(path)
             agent.wait_finished(files + i + 1, timeout=120)
-            lat["changing+gzip"].append(scrape(conn, True)[0])
+            lat["changing+gzip"].append(scrape(conn, True, agent, cpu["changing+gzip"])[0])
         conn.close()
         rss = agent.peak_rss_mb()
     finally:
         agent.stop()
         shutil.rmtree(tree / f"zz_{label}_{os.getpid()}", ignore_errors=True)
-    return {"label": label, "catch_up": catch_up, "cpu": cpu, "series": len(samples),
+    return {"label": label, "catch_up": catch_up, "catch_up CPU": catch_up_cpu, "series": len(samples),
             "per_rank": len(per_run) / files, "bytes": len(body), "gzip_bytes": zipped_bytes, "rss": rss,
-            **{f"{k} p50": pct(v, 0.5) for k, v in lat.items()}, **{f"{k} p99": pct(v, 0.99) for k, v in lat.items()}}
+            **{f"{k} p50": pct(v, 0.5) for k, v in lat.items()}, **{f"{k} p99": pct(v, 0.99) for k, v in lat.items()},
+            **{f"{k} CPU p50": pct(v, 0.5) for k, v in cpu.items()},
+            **{f"{k} CPU p99": pct(v, 0.99) for k, v in cpu.items()}}
 
 
 def main() -> None:
@@ -209,7 +227,7 @@ def main() -> None:
     print("|---|" + "---|" * (len(subjects) + (len(subjects) > 1)))
     for k in keys:
         vals = [statistics.median(float(r[k]) for r in rows[label]) for label, _, _ in subjects]  # type: ignore[arg-type]
-        unit = " ms" if k.endswith(("p50", "p99")) else ""
+        unit = " ms" if k.endswith(("p50", "p99")) else ""  # wall, and the agent's CPU for the scrape
         shown = [f"{v * 1000:.0f}{unit}" if unit else (f"{v:,.1f}" if v < 1000 else f"{v:,.0f}") for v in vals]
         ratio = f" | {vals[1] / vals[0]:.2f}" if len(vals) > 1 and vals[0] else (" | -" if len(vals) > 1 else "")
         print(f"| {k} | " + " | ".join(shown) + ratio + " |")

@@ -6,20 +6,23 @@ arithmetic under it and never blocks; a scrape picks the runs under it.
 
 Per source path (the latest generation wins) the sink keeps an open run's latest summary.  A finished
 run is formatted once, when it finishes, into its exposition lines (one bytes per family:
-:mod:`ringtrace.sinks.prometheus._families` says which series a run has), and only those are kept, for
-``series_ttl`` seconds of the injected ``clock``.  Limits: at most ``max_runs`` runs (the oldest
+:mod:`ringtrace.sinks.prometheus._families` says which series a run has), and only those are kept, packed
+with the runs that finished about when it did (:mod:`ringtrace.sinks.prometheus._segments`: deflated,
+~30 times smaller), for ``series_ttl`` seconds of the injected ``clock``.  Limits: at most ``max_runs`` runs (the oldest
 finished go first, then the least recently updated), and at most ``series_budget`` series of finished
 runs (0: no cap): past it the oldest finished runs' series go, counted in
 ``ringtrace_series_dropped_total`` and said once in the log.  With ``state_dir`` the finished runs'
 lines are journalled (:mod:`ringtrace.sinks.prometheus._journal`) and served again after a restart,
 for the rest of their TTL.
 
-In each family the finished runs come first, by labels, then the open runs, by labels.  Of runs with
-the same ``run``/``rank``/``dispatch`` labels the most recently updated is exposed.  Label values that
-are not UTF-8 show U+FFFD.  A scrape (``chunks``) takes the finished runs' lines as they are and formats
-the open runs afresh, and hands the exposition out in pieces of about 256 KiB made as they are sent
-(:mod:`ringtrace.sinks.prometheus.exposition`): the 30 MB of 10,000 finished rank files are never
-joined into one body; its key tells the server when its last gzip can be sent again.  ``render``, the
+In each family the finished runs come first, in finish order, then the open runs, by labels.  A run
+that finishes replaces a finished run with the same ``run``/``rank``/``dispatch`` labels; an open run
+updated after a finished one with its labels hides it.  Label values that are not UTF-8 show U+FFFD.  A
+scrape (``chunks``) formats the open runs afresh and hands the exposition out in pieces of about 256 KiB
+made as they are sent (:mod:`ringtrace.sinks.prometheus.exposition`): the 30 MB of 10,000 finished rank
+files are never held whole.  Its gzip is stitched from the segments' deflate streams (only the open
+runs and the own families are compressed at a scrape), and its key tells the server when its last gzip
+can be sent again.  ``render``, the
 pieces joined, is byte-identical to prometheus_client's encoders over ``registry`` in both formats
 (registered collectors last); ``collect`` is that reference, reading a finished run's samples back from
 its lines with prometheus_client's parser.
@@ -34,7 +37,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 
 import msgspec
@@ -73,7 +75,8 @@ from ringtrace.sinks.prometheus._families import (
 )
 from ringtrace.sinks.prometheus._journal import Entry, Journal, decode_key, encode_key
 from ringtrace.sinks.prometheus._own import SelfCounts, own_families
-from ringtrace.sinks.prometheus.exposition import Chunks, grouped
+from ringtrace.sinks.prometheus._segments import Packed, Segment, deflate, gzip_of, inflate
+from ringtrace.sinks.prometheus.exposition import Chunks, family_heads, gz_parts, pieces
 
 log = logging.getLogger("ringtrace.sinks.prometheus")
 Key = tuple[str, str, str]
@@ -86,10 +89,13 @@ class _RunState:
     updated_at: float  # a finished run's finish time
     record_at: float  # when the record count last grew (set at creation)
     live: RunSummary | None  # an open run's latest summary; None once finished
-    lines: tuple[bytes, ...] | None = None  # a finished run's sample lines, one bytes per run family
+    lines: tuple[bytes, ...] | None = None  # a finished run's sample lines, one bytes per family, until packed
+    sizes: tuple[int, ...] = ()  # their lengths (finished)
     series: int = 0  # how many (finished)
     run_key: str = ""  # RunFinished.key (finished)
     restored: bool = False  # read from the journal at start
+    dead: bool = False  # a finished run that left (its lines go at its segment's next pack)
+    segment: Segment | None = None  # where its lines are packed (finished)
 
     def view(self) -> RunView:
         assert self.live is not None
@@ -146,16 +152,19 @@ class PrometheusSink(Sink):
         self._reader = reader
         self._lock = threading.Lock()
         self._runs: dict[str, _RunState] = {}
+        self._open: dict[str, _RunState] = {}  # the open ones among them
         self._finished: deque[_RunState] = deque()  # finish order (their updated_at is the finish time)
         self._finished_series = 0
         self._self = SelfCounts()
         self._build = [ringtrace_version(), platform.python_version()]
         self._version = 0  # moves at every change of what the runs expose
-        self._exposed_fin: list[_RunState] | None = None  # the finished runs exposed, by labels
+        self._segments: deque[Segment] = deque()  # the finished runs' lines, in finish order
+        self._by_labels: dict[Key, _RunState] = {}  # the finished run of each label set
         self._journal = Journal(state_dir) if state_dir is not None else None
         self.registry.register(self)
-        self._headers = {om: _family_heads(encode(_Collector(lambda: run_families([]))))
+        self._headers = {om: family_heads(encode(_Collector(lambda: run_families([]))))
                          for om, encode in ((False, text_latest), (True, openmetrics_latest))}
+        self._heads_z = {om: [deflate(h) for h in heads] for om, heads in self._headers.items()}
         self._own = CollectorRegistry(auto_describe=False)  # what render appends: own families, then registered
         self._own.register(_Collector(self.self_families))
         if self._journal is not None:
@@ -201,7 +210,8 @@ class PrometheusSink(Sink):
             return None
         if st is None or st.source.generation < source.generation:
             self._forget(_key(source))
-            st = self._runs[_key(source)] = _RunState(source, _labels(source), now, now, empty_summary(meta))
+            st = _RunState(source, _labels(source), now, now, empty_summary(meta))
+            self._runs[_key(source)] = self._open[_key(source)] = st
             self._bound()
         return st
 
@@ -241,19 +251,35 @@ class PrometheusSink(Sink):
         self._self.records += ev.summary.records - st.live.records
         st.take(ev.summary, now)
         final = ev if self.advice or ev.advice is None else msgspec.structs.replace(ev, advice=None)
-        st.lines, st.series = run_lines(samples(RunView(st.labels, st.source, ev.summary, final, st.record_at)))
+        lines, st.series = run_lines(samples(RunView(st.labels, st.source, ev.summary, final, st.record_at)))
         st.live, st.run_key = None, ev.key
-        self._add_finished(st)
+        del self._open[key]
         if self._journal is not None:
-            self._journal.append(_entry(key, st))
+            self._journal.append(_entry(key, st, lines))
             if self._journal.written > 2 * len(self._finished) + 1000:
-                self._journal.rewrite(_entry(_key(s.source), s) for s in self._finished
-                                      if self._runs.get(_key(s.source)) is s)
+                self._journal.rewrite(_entry(_key(run.source), run, got) for seg in self._segments
+                                      for run, got in seg.lines() if isinstance(run, _RunState))
+        self._add_finished(st, lines)
 
-    def _add_finished(self, st: _RunState) -> None:
+    def _add_finished(self, st: _RunState, lines: tuple[bytes, ...]) -> None:
+        """``st`` finished with ``lines``: packed with the runs that finished before it, replacing a finished
+        run with its labels; then the series budget."""
+        old = self._by_labels.get(st.labels)
+        if old is not None and self._runs.get(_key(old.source)) is old:
+            self._forget(_key(old.source))
+        self._by_labels[st.labels] = st
+        st.lines, st.sizes = lines, tuple(map(len, lines))
+        seg = self._segments[-1] if self._segments and not self._segments[-1].full else None
+        if seg is None:
+            seg = Segment(len(RUN_FAMILIES))
+            self._segments.append(seg)
+        seg.add(st)
+        st.segment = seg
+        if seg.full:
+            seg.pack()  # as it fills: the lines are held packed from then on
         self._finished.append(st)
         self._finished_series += st.series
-        self._changed()
+        self._version += 1
         budget = self.series_budget
         if budget and self._finished_series > budget:
             if not self._self.series_dropped:
@@ -272,11 +298,11 @@ class PrometheusSink(Sink):
                 run, rank, dispatch = e.labels
                 source = Source(key if not key.startswith("\0") else "", Labels(run, rank, dispatch), e.generation)
                 lines = tuple(e.families.get(name, "").encode() for name, _, _ in RUN_FAMILIES)
-                st = _RunState(source, e.labels, e.finished_at, e.record_at, None, lines,
-                               sum(b.count(b"\n") for b in lines), e.run_key, restored=True)
+                st = _RunState(source, e.labels, e.finished_at, e.record_at, None,
+                               series=sum(b.count(b"\n") for b in lines), run_key=e.run_key, restored=True)
                 self._forget(key)
                 self._runs[key] = st
-                self._add_finished(st)
+                self._add_finished(st, lines)
                 self._bound()
             self._expire(self._clock())
         if entries:
@@ -286,17 +312,17 @@ class PrometheusSink(Sink):
     def _forget(self, key: str) -> _RunState | None:
         """Drop the run at ``key`` (if any); returns it."""
         st = self._runs.pop(key, None)
+        self._open.pop(key, None)
         if st is not None:
-            if st.lines is not None:
+            if st.live is None:
                 self._finished_series -= st.series
-                self._changed()
+                st.dead = True
+                if st.segment is not None:
+                    st.segment.dirty = True
+                if self._by_labels.get(st.labels) is st:
+                    del self._by_labels[st.labels]
             self._version += 1
         return st
-
-    def _changed(self) -> None:
-        """The set of finished runs changed."""
-        self._version += 1
-        self._exposed_fin = None
 
     def _drop_oldest_finished(self) -> _RunState | None:
         """Forget the run that finished first, unless it was replaced already; the run dropped."""
@@ -320,22 +346,24 @@ class PrometheusSink(Sink):
                 self._forget(path)
                 self._self.evicted += 1
 
-    def _exposed(self) -> tuple[list[_RunState], list[_RunState]]:
-        """(finished runs exposed, open runs exposed), each by labels: of runs with the same labels the most
-        recently updated."""
+    def _exposed(self) -> tuple[list[Packed], list[tuple[bytes, ...]], list[RunView]]:
+        """What a scrape shows: the segments' packed families, in finish order, and the finished runs' lines
+        when a newer open run hides one of them (then no segments); the open runs exposed, by labels (of
+        those with the same labels the most recently updated)."""
         self._expire(self._clock())
-        if self._exposed_fin is None:
-            self._exposed_fin = _latest(st for st in self._runs.values() if st.lines is not None)
-        fin = self._exposed_fin
-        opened = _latest(st for st in self._runs.values() if st.lines is None)
-        if not opened:
-            return fin, opened
-        by_labels = {st.labels: st for st in fin}
-        newer = {st.labels for st in opened if st.labels not in by_labels
-                 or by_labels[st.labels].updated_at <= st.updated_at}
-        if any(st.labels in newer for st in fin):
-            fin = [st for st in fin if st.labels not in newer]
-        return fin, [st for st in opened if st.labels in newer]
+        for seg in self._segments:
+            seg.pack()
+        while self._segments and not self._segments[0].runs:
+            self._segments.popleft()
+        opened = _latest(self._open.values())
+        by_labels = self._by_labels
+        opened = [st for st in opened if st.labels not in by_labels or by_labels[st.labels].updated_at <= st.updated_at]
+        hidden = {st.labels for st in opened} & by_labels.keys()
+        views = [st.view() for st in opened]
+        if not hidden:
+            return [seg.parts for seg in self._segments if seg.parts is not None], [], views
+        return [], [got for seg in self._segments for run, got in seg.lines()
+                    if isinstance(run, _RunState) and run.labels not in hidden], views
 
     # -- scrapes ------------------------------------------------------------------------------
 
@@ -345,10 +373,10 @@ class PrometheusSink(Sink):
     def collect(self) -> Iterator[Metric]:
         """Every family, collected afresh (the reference :meth:`render` is checked against)."""
         with self._lock:
-            fin, opened = self._exposed()
-            lines = [st.lines for st in fin if st.lines is not None]
-            views = [st.view() for st in opened]
-        yield from run_families([*map(_parsed, lines), *map(samples, views)])
+            packed, rows, views = self._exposed()
+        texts = [[inflate(parts[i]) for parts in packed] for i in range(len(RUN_FAMILIES))]
+        segments = [_parsed(tuple(text[k] for text in texts)) for k in range(len(packed))]
+        yield from run_families([*segments, *map(_parsed, rows), *map(samples, views)])
         yield from self.self_families()
 
     def self_families(self) -> Iterator[Metric]:
@@ -360,30 +388,23 @@ class PrometheusSink(Sink):
 
     def chunks(self, accept: str) -> tuple[Chunks, str]:
         """The exposition for a scrape whose ``Accept`` header is ``accept``, in pieces made as they are taken
-        (the server streams or compresses them); the content type.  The lock is held to pick the runs."""
+        (the server streams them; or takes its gzip, stitched from the packed segments); the content type.
+        The lock is held to pick the runs and pack what changed."""
         _, content_type = choose_encoder(accept)
         om = content_type.startswith(OPENMETRICS.split(";")[0])
         with self._lock:
-            fin, opened = self._exposed()
-            rows = [st.lines for st in fin if st.lines is not None]
-            views = [st.view() for st in opened]
+            packed, rows, views = self._exposed()
             version = self._version
         own = openmetrics_latest(self._own) if om else text_latest(self._own)
         rows += [run_lines(samples(v))[0] for v in views]
-        return Chunks(grouped(_pieces(self._headers[om], rows, own)), (om, version, own)), content_type
+        heads, zipped = self._headers[om], self._heads_z[om]
+        return Chunks(pieces(heads, packed, rows, own), (om, version, own),
+                      lambda: gzip_of(gz_parts(zipped, packed, rows, own))), content_type
 
     def render(self, accept: str) -> tuple[bytes, str]:
         """:meth:`chunks` joined: the whole body."""
         got, content_type = self.chunks(accept)
         return b"".join(got), content_type
-
-
-def _pieces(heads: list[bytes], rows: list[tuple[bytes, ...]], own: bytes) -> Iterator[bytes]:
-    """Each family's head and its runs' lines (``rows``, one tuple a run), then the own families."""
-    for i, head in enumerate(heads):
-        yield head
-        yield from filter(None, map(itemgetter(i), rows))
-    yield own
 
 
 def _latest(runs: Iterable[_RunState]) -> list[_RunState]:
@@ -396,10 +417,9 @@ def _latest(runs: Iterable[_RunState]) -> list[_RunState]:
     return [chosen[k] for k in sorted(chosen)]
 
 
-def _entry(key: str, st: _RunState) -> Entry:
-    assert st.lines is not None
+def _entry(key: str, st: _RunState, lines: tuple[bytes, ...]) -> Entry:
     return Entry(encode_key(key), st.source.generation, st.run_key, st.labels, st.updated_at, st.record_at,
-                 {name: b.decode() for (name, _, _), b in zip(RUN_FAMILIES, st.lines, strict=True) if b})
+                 {name: b.decode() for (name, _, _), b in zip(RUN_FAMILIES, lines, strict=True) if b})
 
 
 def _parsed(lines: tuple[bytes, ...]) -> Iterator[Sample]:
@@ -415,17 +435,6 @@ def _poll(read: Callable[[], Mapping[str, int]] | None) -> dict[str, int]:
         return dict(read()) if read is not None else {}
     except Exception:
         return {}
-
-
-def _family_heads(body: bytes) -> list[bytes]:
-    """The ``# HELP``/``# TYPE`` lines of an exposition of empty families, one bytes per family."""
-    chunks: list[bytes] = []
-    for line in body.splitlines(keepends=True):
-        if line.startswith(b"# HELP ") or not chunks:
-            chunks.append(line)
-        elif line != b"# EOF\n":
-            chunks[-1] += line
-    return chunks
 
 
 __all__ = ["RUN_FAMILIES", "RUN_LABELS", "PrometheusSink", "RunView", "run_families"]

@@ -3,14 +3,16 @@ formats, expiring with their runs, and never failing on labels that are not UTF-
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
-import pytest
+import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
 from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
+from ringtrace.sinks.prometheus._segments import SEG_RUNS
 from ringtrace.sources.paths import source_labels
 from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
@@ -22,7 +24,7 @@ def test_finished_runs_render_like_a_fresh_collection_and_are_cached() -> None:
     sink = fed(SAMPLE_FILES)
     first = same_as_fresh(sink)
     assert b'ringtrace_wedged_scopes{' in first
-    assert all(st.lines is not None and st.live is None for st in sink._runs.values())  # formatted once...
+    assert all(st.live is None and st.lines is None for st in sink._runs.values())  # formatted once, packed...
     assert same_as_fresh(sink) == first  # ...and reused
     assert sink.chunks("")[0].key == sink.chunks("")[0].key  # nothing changed: the server may send its gzip again
 
@@ -65,17 +67,29 @@ def test_a_path_that_is_not_utf8_is_exposed_with_replacement_characters() -> Non
     assert "caf\ufffd_run" in runs
 
 
-@pytest.mark.slow  # thousands of finished runs
-def test_rendering_many_finished_runs_reuses_their_lines(tmp_path: Path) -> None:
+def test_many_finished_runs_are_packed_and_their_gzip_stitched(tmp_path: Path) -> None:
+    """Finished runs are packed a segment at a time as segments fill (the newest at the next scrape); the
+    gzip stitched from the segments' streams is the exposition, and only what changed is packed again."""
     clock = Clock(0.0)
-    sink = PrometheusSink(clock=clock)
-    data = PAGED.read_bytes()
-    for i in range(300):
-        for ev in events_of(data, Source(f"/t/r{i}/scope_stats/scope_stats.jsonl", Labels(run=f"r{i}")), 1 << 20):
-            sink.receive(ev)
+    sink = PrometheusSink(clock=clock, series_ttl=1000.0)
+    evs = events_of(PAGED.read_bytes(), Source("/t/r/scope_stats/scope_stats.jsonl"), 1 << 20)
+    for i in range(SEG_RUNS + 44):
+        clock.now = float(i)
+        src = Source(f"/t/r{i}/scope_stats/scope_stats.jsonl", Labels(run=f"r{i}"))
+        for ev in evs:
+            sink.receive(msgspec.structs.replace(ev, source=src))
+    assert sum(st.lines is not None for st in sink._runs.values()) == 44  # the first segment filled: packed
     body = same_as_fresh(sink)
-    assert body.count(b"ringtrace_run_scopes{") == 300
-    assert sum(st.lines is not None for st in sink._runs.values()) == 300
+    assert body.count(b"ringtrace_run_scopes{") == SEG_RUNS + 44
+    assert all(st.lines is None for st in sink._runs.values())  # the scrape packed the newest
+    chunks, _ = sink.chunks(OM_ACCEPT)
+    assert chunks.gzipped is not None and gzip.decompress(chunks.gzipped()) == sink.render(OM_ACCEPT)[0]
+    first = sink._segments[0].parts
+    clock.now = 1000.5  # the first run expires: its segment is packed again, not the other
+    newest = sink._segments[-1].parts
+    sink.render("")
+    assert sink._segments[0].parts is not first and sink._segments[-1].parts is newest
+    assert b'run="r0"' not in same_as_fresh(sink)
 
 
 def test_a_run_finishing_between_scrapes_is_in_the_next_one() -> None:
