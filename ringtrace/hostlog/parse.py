@@ -143,7 +143,6 @@ class HostLogParser:
         self._skipping = False  # inside an over-long line: drop bytes until its newline
         self._facts: dict[int | None, _Facts] = {None: _Facts()}
         self._problems: list[Problem] = []
-        self.problem_count = 0
         # the open FATAL block: (function, rank, recorded: False for a later report, which is skipped)
         self._block: tuple[str, int | None, bool] | None = None
 
@@ -248,7 +247,6 @@ class HostLogParser:
             self._problem("internal_error", f"line could not be read: {err!r}")
 
     def _problem(self, reason: str, message: str, severity: Severity = "error") -> None:
-        self.problem_count += 1
         if len(self._problems) < MAX_KEPT:
             self._problems.append(Problem(self.lines, reason, message, severity))
 

@@ -350,8 +350,6 @@ class WedgeCause(msgspec.Struct, frozen=True):
 VerdictKind = Literal["failed", "wedged", "cut_short", "test_failed", "no_headroom", "near_capacity", "healthy",
                       "unknown"]
 VerdictSeverity = Literal["ok", "info", "warning", "error"]
-VERDICT_KINDS: tuple[VerdictKind, ...] = ("failed", "wedged", "cut_short", "test_failed", "no_headroom",
-                                          "near_capacity", "healthy", "unknown")
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -407,12 +405,6 @@ class RunFinished(msgspec.Struct, frozen=True):
     verdict: Verdict = NOT_ASSESSED  # the one verdict (``ringtrace.stages.verdict``)
     content_key: str = ""  # the run's identity under any name (file identity, content and mtime, no path); watch only
     bands: Bands | None = None  # the run's bounded picture, when a sink wants it (``Wants.bands``)
-
-    @property
-    def wedge_cause(self) -> WedgeCause | None:
-        """The cause diagnosed for the innermost scope left open (the last of :attr:`wedge_causes`), the one
-        every verdict names; None when the run did not wedge."""
-        return self.wedge_causes[-1] if self.wedge_causes else None
 
 
 class RingSizes(msgspec.Struct, frozen=True):
