@@ -45,9 +45,14 @@ class Meta(msgspec.Struct, frozen=True):
     dep_pool_max: tuple[int, ...]
     tensormap_max: int | None
 
+    def maxes(self, resource: str) -> tuple[int, ...]:
+        """The capacities of ``resource`` (a row of ``model.runtime.TABLE``) per ring, as line 1 says them."""
+        caps: tuple[int, ...] = getattr(self, f"{resource}_max")
+        return caps
+
     def capacity(self, resource: str, ring: int) -> int | None:
         """Capacity of ``resource`` on ``ring``; None when the file does not say (or says 0)."""
-        caps: tuple[int, ...] = getattr(self, f"{resource}_max")
+        caps = self.maxes(resource)
         if ring < len(caps) and caps[ring] > 0:
             return caps[ring]
         return None
@@ -414,6 +419,11 @@ class RingSizes(msgspec.Struct, frozen=True):
     heap: tuple[int, ...]
     dep_pool: tuple[int, ...]
     line: int = 0
+
+    def of(self, resource: str) -> tuple[int, ...]:
+        """The sizes of ``resource`` (a row of ``model.runtime.TABLE``) per ring."""
+        sizes: tuple[int, ...] = getattr(self, resource)
+        return sizes
 
 
 class Deadlock(msgspec.Struct, frozen=True):

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.need import proven_need
-from ringtrace.model.records import RunFinished
+from ringtrace.model.records import RESOURCES, RunFinished
 from ringtrace.stages.diagnose import Thresholds, describe_log, fmt_amount
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -159,8 +159,7 @@ def render_run(console: Console, fin: RunFinished, near: float = Thresholds().ne
         sentence(console, Text(f"host log {log.path}: {said}"))
         if log.ring_sizes is not None:
             rs = log.ring_sizes
-            sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
-                                    f"dep_pool={list(rs.dep_pool)}"))
+            sentence(console, Text("host log ring sizes: " + " ".join(f"{r}={list(rs.of(r))}" for r in RESOURCES)))
     rows: list[list[Text]] = []
     for p in s.peaks:
         if not p.scopes:
