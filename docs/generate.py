@@ -16,6 +16,7 @@ rest of each page is prose.  The blocks and their sources:
   flags and what it writes.
 * ``resources`` (reference.md): every row of :data:`ringtrace.model.runtime.TABLE`.
 * ``options-COMMAND`` (commands.md): each command's flags, from its ``--help``.
+* ``synopsis`` (README.md): each command's usage lines, from its ``--help`` at 100 columns.
 
 Flags are read from each command's ``--help`` output and the setting a flag sets is found by
 parsing it with the real parser: only public interfaces, no argparse internals.
@@ -57,8 +58,12 @@ from ringtrace.stages.run import Run  # noqa: E402
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 L3_RANK = SAMPLES / "build_output/nested_l3_20261130_102011/dfx_outputs/rank0/d0/scope_stats/scope_stats.jsonl"
 OPEN_SAMPLE = SAMPLES / "failed/NestedScopes_window4_flow_control_deadlock/dfx_outputs/scope_stats/scope_stats.jsonl"
-PAGES = {"reference.md": ("findings", "metrics", "run-series", "settings", "sinks", "resources", "error-codes"),
-         "commands.md": (*(f"options-{c}" for c in HELP), "options-shared")}
+PAGES = {"docs/reference.md": ("findings", "metrics", "run-series", "settings", "sinks", "resources", "error-codes"),
+         "docs/commands.md": (*(f"options-{c}" for c in HELP), "options-shared"),
+         "README.md": ("synopsis",)}
+"""The pages with generated blocks, relative to the checkout, and their blocks."""
+SYNOPSIS = ("summary", "check", "advise", "report", "convert", "watch", "diff", "demo")
+"""The commands in the README's synopsis, in its order."""
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -177,10 +182,11 @@ class Option:
         return [[]] if switch else [[], ["1"]] if "[" in self.flags else [["1"]]
 
 
-def help_text(command: str) -> str:
+def help_text(command: str, columns: int = 10000) -> str:
+    """``command``'s ``--help`` as argparse wraps it at ``columns`` (default: one line per option)."""
     buf = io.StringIO()
     env = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "10000"  # one line per option: argparse wraps to the terminal
+    os.environ["COLUMNS"] = str(columns)  # argparse wraps to the terminal
     try:
         with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
             build_parser().parse_args([command, "--help"])
@@ -337,13 +343,19 @@ def findings_table() -> str:
     return "\n".join(rows)
 
 
+def synopsis() -> str:
+    """The README's synopsis: each command's usage, as ``--help`` prints it on 100 columns."""
+    usages = [help_text(c, columns=100).split("\n\n", 1)[0] for c in SYNOPSIS]
+    return "```\n" + "\n".join(usages) + "\n```"
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 
 TABLES: dict[str, Callable[[], str]] = {"metrics": metrics_table, "run-series": run_series_table,
                                         "settings": settings_table,
                                         "error-codes": error_codes_table, "findings": findings_table,
-                                        "sinks": sinks_table, "resources": resources_table}
+                                        "sinks": sinks_table, "resources": resources_table, "synopsis": synopsis}
 """The generated blocks by name; any other name is ``options-COMMAND``."""
 
 
@@ -353,12 +365,12 @@ def block(name: str) -> str:
 
 
 def rendered(page: str, text: str) -> str:
-    """``text`` (the page ``page``) with each of its generated blocks written anew."""
+    """``text`` (the page ``page``, relative to the checkout) with each of its generated blocks written anew."""
     for name in PAGES[page]:
         begin, end = f"<!-- generated: {name} ", f"<!-- /generated: {name} -->"
         pattern = re.compile(rf"({re.escape(begin)}[^\n]*-->\n)(?:.*?\n)?({re.escape(end)})", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"docs/{page}: no block '{begin}...-->' ... '{end}'")
+            raise SystemExit(f"{page}: no block '{begin}...-->' ... '{end}'")
         body = block(name)
 
         def put(m: re.Match[str], body: str = body) -> str:
@@ -371,11 +383,11 @@ def rendered(page: str, text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when a page differs from what it would be")
-    ap.add_argument("--docs", type=Path, default=ROOT / "docs", help="the folder of the pages (default: this one)")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose pages (default: this one)")
     args = ap.parse_args(argv)
     stale = 0
     for page in PAGES:
-        path = args.docs / page
+        path = args.root / page
         old = path.read_text()
         new = rendered(page, old)
         if new == old:
@@ -383,10 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stale += 1
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                       f"docs/{page}", f"docs/{page} (generated)"))
+                                                       page, f"{page} (generated)"))
         else:
             path.write_text(new)
-            print(f"docs/{page}: rewritten")
+            print(f"{page}: rewritten")
     if stale:
         print(f"\n{stale} page(s) stale: run `make docs`", file=sys.stderr)
     return 1 if stale else 0

@@ -22,6 +22,8 @@ from ringtrace.model.records import RESOURCES
 from ringtrace.stages.diagnose import Thresholds
 
 ENV_PREFIX = "RINGTRACE_"
+_THRESHOLDS = Thresholds()
+"""The thresholds' defaults, which :class:`Thresholds` states once."""
 
 
 class ConfigError(Exception):
@@ -32,11 +34,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     """All settings of one ringtrace process.  Immutable; pass it down, never read env elsewhere."""
 
     # reading and diagnosis
-    near: float = 0.8
-    idle: float = 0.05
-    wedge: float = 0.5
+    near: float = _THRESHOLDS.near
+    idle: float = _THRESHOLDS.idle
+    wedge: float = _THRESHOLDS.wedge
     max_ratio: float | None = None  # check: a limit on a proven need / capacity (None: no limit)
-    headroom: float = 0.1  # advise: share added over the need
+    headroom: float = _THRESHOLDS.headroom  # advise: share added over the need
     resources: tuple[str, ...] = RESOURCES
     format: Literal["table", "json"] = "table"
     # watching

@@ -33,7 +33,8 @@ def test_the_readme_is_a_front_door_with_the_real_synopsis(monkeypatch: pytest.M
     monkeypatch.setenv("COLUMNS", "100")  # argparse wraps the usage to the terminal
     text = README.read_text()
     assert len(text.splitlines()) <= 200
-    block = re.search(r"<!-- synopsis[^\n]*-->\n```\n(.*?)\n```\n<!-- /synopsis -->", text, re.S)
+    block = re.search(r"<!-- generated: synopsis[^\n]*-->\n```\n(.*?)\n```\n<!-- /generated: synopsis -->", text,
+                      re.S)
     assert block is not None
     order = ["summary", "check", "advise", "report", "convert", "watch", "diff", "demo"]
     assert sorted(order) == sorted(HELP)
@@ -115,12 +116,13 @@ def test_the_generator_sees_a_stale_table(tmp_path: Path) -> None:
     """--check fails on a page whose table lost a row or gained a wrong default, and names the page."""
     pages = tmp_path / "docs"
     shutil.copytree(DOCS, pages)
+    shutil.copy(README, tmp_path / "README.md")
     ref = pages / "reference.md"
     text = ref.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `ringtrace_run_failed` |"))
     ref.write_text(text.replace(row + "\n", "").replace("| `RINGTRACE_IDLE_TIMEOUT` | 30 |",
                                                         "| `RINGTRACE_IDLE_TIMEOUT` | 60 |"))
-    res = subprocess.run([sys.executable, str(DOCS / "generate.py"), "--check", "--docs", str(pages)],
+    res = subprocess.run([sys.executable, str(DOCS / "generate.py"), "--check", "--root", str(tmp_path)],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 1 and "1 page(s) stale" in res.stderr
     assert f"+{row}" in res.stdout

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ringtrace.analysis.advise import group_key
-from ringtrace.model.records import Finding, Labels, Peak, RunFinished
+from ringtrace.model.records import RESOURCES, Finding, Labels, Peak, RunFinished
 
 RATIOS = ("high_water_ratio", "alloc_ratio", "live_at_exit_ratio")
 
@@ -93,8 +93,7 @@ def compare(a: RunFinished, b: RunFinished, fail_on: float | None = None) -> Run
     pb = {(p.ring, p.resource): p for p in b.summary.peaks if p.scopes}
     rings = tuple(RingDiff(r, res, _side(pa[(r, res)]) if (r, res) in pa else None,
                            _side(pb[(r, res)]) if (r, res) in pb else None)
-                  for r, res in sorted(pa.keys() | pb.keys(), key=lambda k: (k[0], ("task_window", "heap",
-                                                                                   "dep_pool").index(k[1]))))
+                  for r, res in sorted(pa.keys() | pb.keys(), key=lambda k: (k[0], RESOURCES.index(k[1]))))
     ka = {_fkey(f): f for f in a.findings}
     kb = {_fkey(f): f for f in b.findings}
     notes: list[str] = []

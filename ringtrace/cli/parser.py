@@ -98,7 +98,8 @@ def shared_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE",
                    help="TOML file of settings (flags > RINGTRACE_* environment > this file > defaults)")
     g.add_argument("--log-format", choices=config_mod.literal_choices("log_format"), help="text (default) or json")
-    g.add_argument("--near", type=float, help="share of capacity that counts as near capacity, (0, 1] (default 0.8)")
+    g.add_argument("--near", type=float, help="share of capacity that counts as near capacity, (0, 1] "
+                   f"(default {config_mod.Config().near:g})")
     g.add_argument("--idle", type=float, help="a ring whose proven need is at most this share of the loaded "
                    "ring's counts as idle (auto-scope collapse), (0, 1] (default 0.05)")
     g.add_argument("--wedge", type=float,

@@ -22,5 +22,5 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
 
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
         for fin in glance(io.out, readable, args.details):
-            render_run(io.out, fin)
+            render_run(io.out, fin, cfg.near)
     return EXIT_OK if ok else EXIT_INPUT

@@ -61,7 +61,7 @@ from typing import Literal
 
 import msgspec
 
-from ringtrace.model.runtime import DEP_POOL_BATCH, MIN_ACCEPTED, RINGS, accept
+from ringtrace.model.runtime import DEP_POOL_BATCH, RINGS, TABLE, accept, fmt_amount
 
 MIB = 1 << 20
 ROOT_SITE = "(unknown):0"
@@ -111,13 +111,13 @@ def accepted(scn: Scenario) -> list[str]:
     """Why the runtime would refuse ``scn``'s capacities at set-up (empty: it accepts them)."""
     out: list[str] = []
     for ring in range(RINGS):
-        tw, heap, dep = scn.task_window_max[ring], scn.heap_max[ring], scn.dep_pool_max[ring]
-        if accept("task_window", tw) != tw:
-            out.append(f"ring {ring}: task window {tw} is not a power of two >= {MIN_ACCEPTED['task_window']}")
-        if accept("heap", heap) != heap:
-            out.append(f"ring {ring}: heap {heap} is not a multiple of 1 KiB")
-        if accept("dep_pool", dep) != dep:
-            out.append(f"ring {ring}: dep pool {dep} is under {MIN_ACCEPTED['dep_pool']}")
+        for r in TABLE:  # each resource's rule, as the runtime's table states it
+            n: int = getattr(scn, f"{r.name}_max")[ring]
+            if accept(r.name, n) == n:
+                continue
+            why = (f"is not a power of two >= {r.floor}" if r.power_of_two else
+                   f"is not a multiple of {fmt_amount(r.name, r.granule)}" if r.granule > 1 else f"is under {r.floor}")
+            out.append(f"ring {ring}: {r.name.replace('_', ' ')} {n} {why}")
     return out
 
 

@@ -34,7 +34,7 @@ from typing import Literal
 
 import msgspec
 
-from ringtrace.model.records import HostLog, Meta
+from ringtrace.model.records import RESOURCES, HostLog, Meta
 from ringtrace.sources.paths import labels_for, run_root
 
 __all__ = ["LogMatch", "MatchKind", "contradiction", "match_logs", "run_root"]
@@ -102,9 +102,8 @@ def contradiction(log: HostLog, meta: Meta) -> str | None:
     deadlock report's size of the short resource on its ring.  A 0 on either side is unknown."""
     sizes = log.ring_sizes
     if sizes is not None:
-        for res, said, have in (("task_window", sizes.task_window, meta.task_window_max),
-                                ("heap", sizes.heap, meta.heap_max), ("dep_pool", sizes.dep_pool, meta.dep_pool_max)):
-            for ring, (s, m) in enumerate(zip(said, have, strict=False)):
+        for res in RESOURCES:
+            for ring, (s, m) in enumerate(zip(sizes.of(res), meta.maxes(res), strict=False)):
                 if s > 0 and m > 0 and s != m:
                     return (f"says ring {ring} {res}={s} (its 'Ring buffer sizes' line), "
                             f"the file's metadata says {m}")

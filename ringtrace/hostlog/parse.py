@@ -45,7 +45,7 @@ from ringtrace.model.records import (
     RunFinished,
     Severity,
 )
-from ringtrace.model.runtime import error_name
+from ringtrace.model.runtime import RESOURCES, error_name
 from ringtrace.stages.run import log_only_run as log_only_run  # the one place that makes a log-only run
 
 MAX_LINE = 64 << 10
@@ -62,7 +62,8 @@ _PREFIX = re.compile(r"^(?P<brackets>(?:\s*\[[^\]\n]*\])*)\s*(?:(?P<func>[^\s\[\
 _RANK_TAG = re.compile(r"\[rank[ =]?(\d+)\]")
 _RANK_PATH = re.compile(r"(?:^|[/\\])rank(\d+)[/\\]d(\d+)(?:[/\\]|$)")
 _INTS = r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)\s*\]"
-_SIZES = re.compile(rf"^Ring buffer sizes: task_window={_INTS} heap={_INTS} dep_pool={_INTS}\s*$")
+_SIZES = re.compile(r"^Ring buffer sizes: " + " ".join(f"{r}={_INTS}" for r in RESOURCES) + r"\s*$")
+"""The runtime's sizes line: one list per resource of :data:`~ringtrace.model.runtime.TABLE`, in its order."""
 _FAILED = re.compile(r"^PTO2 runtime failed: orch_error_code=(-?\d+)(?: sched_error_code=(-?\d+))?"
                      r"(?: runtime_status=(-?\d+))?")
 _DETAIL = re.compile(r"^error detail: (orch|sched)_error_code=(-?\d+) ([A-Za-z][A-Za-z0-9_]*)(?: \([^)]*\))?"
@@ -143,7 +144,6 @@ class HostLogParser:
         self._skipping = False  # inside an over-long line: drop bytes until its newline
         self._facts: dict[int | None, _Facts] = {None: _Facts()}
         self._problems: list[Problem] = []
-        self.problem_count = 0
         # the open FATAL block: (function, rank, recorded: False for a later report, which is skipped)
         self._block: tuple[str, int | None, bool] | None = None
 
@@ -248,7 +248,6 @@ class HostLogParser:
             self._problem("internal_error", f"line could not be read: {err!r}")
 
     def _problem(self, reason: str, message: str, severity: Severity = "error") -> None:
-        self.problem_count += 1
         if len(self._problems) < MAX_KEPT:
             self._problems.append(Problem(self.lines, reason, message, severity))
 
@@ -330,8 +329,8 @@ class HostLogParser:
         if m is None:
             self._problem("malformed_host_log", f"unreadable 'Ring buffer sizes' line: {_cut(msg)}")
             return
-        tw, heap, dep = (_ints(m.group(i)) for i in (1, 2, 3))
-        facts.sizes = RingSizes(tw, heap, dep, self.lines)
+        sizes = {r: _ints(g) for r, g in zip(RESOURCES, m.groups(), strict=True)}
+        facts.sizes = msgspec.convert({**sizes, "line": self.lines}, RingSizes)
         facts.touched = True
 
     def _failed(self, facts: _Facts, msg: str) -> None:

@@ -45,9 +45,14 @@ class Meta(msgspec.Struct, frozen=True):
     dep_pool_max: tuple[int, ...]
     tensormap_max: int | None
 
+    def maxes(self, resource: str) -> tuple[int, ...]:
+        """The capacities of ``resource`` (a row of ``model.runtime.TABLE``) per ring, as line 1 says them."""
+        caps: tuple[int, ...] = getattr(self, f"{resource}_max")
+        return caps
+
     def capacity(self, resource: str, ring: int) -> int | None:
         """Capacity of ``resource`` on ``ring``; None when the file does not say (or says 0)."""
-        caps: tuple[int, ...] = getattr(self, f"{resource}_max")
+        caps = self.maxes(resource)
         if ring < len(caps) and caps[ring] > 0:
             return caps[ring]
         return None
@@ -350,8 +355,6 @@ class WedgeCause(msgspec.Struct, frozen=True):
 VerdictKind = Literal["failed", "wedged", "cut_short", "test_failed", "no_headroom", "near_capacity", "healthy",
                       "unknown"]
 VerdictSeverity = Literal["ok", "info", "warning", "error"]
-VERDICT_KINDS: tuple[VerdictKind, ...] = ("failed", "wedged", "cut_short", "test_failed", "no_headroom",
-                                          "near_capacity", "healthy", "unknown")
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -408,12 +411,6 @@ class RunFinished(msgspec.Struct, frozen=True):
     content_key: str = ""  # the run's identity under any name (file identity, content and mtime, no path); watch only
     bands: Bands | None = None  # the run's bounded picture, when a sink wants it (``Wants.bands``)
 
-    @property
-    def wedge_cause(self) -> WedgeCause | None:
-        """The cause diagnosed for the innermost scope left open (the last of :attr:`wedge_causes`), the one
-        every verdict names; None when the run did not wedge."""
-        return self.wedge_causes[-1] if self.wedge_causes else None
-
 
 class RingSizes(msgspec.Struct, frozen=True):
     """The host log's ``Ring buffer sizes:`` line: the capacities the runtime used, per ring."""
@@ -422,6 +419,11 @@ class RingSizes(msgspec.Struct, frozen=True):
     heap: tuple[int, ...]
     dep_pool: tuple[int, ...]
     line: int = 0
+
+    def of(self, resource: str) -> tuple[int, ...]:
+        """The sizes of ``resource`` (a row of ``model.runtime.TABLE``) per ring."""
+        sizes: tuple[int, ...] = getattr(self, resource)
+        return sizes
 
 
 class Deadlock(msgspec.Struct, frozen=True):

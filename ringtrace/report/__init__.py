@@ -30,7 +30,7 @@ from ringtrace.analysis.advise import RunFacts, advise_programs, with_program_ad
 from ringtrace.model.records import RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
-from ringtrace.report._source import Picture, source_data
+from ringtrace.report._source import Picture, resources_data, source_data
 from ringtrace.sinks.base import Sink
 from ringtrace.sources.files import path_hash, write_atomic
 from ringtrace.sources.paths import distinct_names, run_folder
@@ -146,7 +146,7 @@ def render(collector: ReportCollector, headroom: float, title: str = "ringtrace 
                            [run_folder(f.source.path, f.host_log.path if f.host_log else "") for f in fins])
     doc = {"title": title, "sources": [{**source_data(pic, fin, collector.width), "name": name}
                                        for (pic, fin), name in zip(runs, names, strict=True)],
-           "programs": [program_data(p, index) for p in programs]}
+           "programs": [program_data(p, index) for p in programs], "resources": resources_data()}
     template = page().replace("__TITLE__", html.escape(title))
     payload = _fit(doc, runs, BUDGET - len(template.encode()))
     return template.replace("__DATA__", payload.decode())

@@ -21,7 +21,7 @@ from typing import Any
 
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RESOURCES, Deadlock, HostLog, Peak, RunFinished
-from ringtrace.model.runtime import RINGS, SINCE_VERSION, error_name
+from ringtrace.model.runtime import RINGS, SINCE_VERSION, TABLE, error_name
 from ringtrace.sinks.summary import file_object
 from ringtrace.stages.bands import Series
 
@@ -113,6 +113,14 @@ def _label_once(charts: list[dict[str, Any]], fin: RunFinished) -> None:
     labelled = [m for m in wedges if m["text"]]
     for m in labelled[1:]:
         m["text"] = ""
+
+
+def resources_data() -> dict[str, dict[str, Any]]:
+    """What the page calls each resource it draws, from the runtime's table (:data:`TABLE`), and the
+    tensormap (one global table, no ring resource): ``words`` for sentences, ``unit`` for axes and
+    figures, ``bytes`` when its figures are bytes (B/KiB/MiB/GiB)."""
+    rows = {r.name: {"words": r.name.replace("_", " "), "unit": r.unit, "bytes": r.bytes} for r in TABLE}
+    return {**rows, "tensormap": {"words": "tensormap", "unit": "entries", "bytes": False}}
 
 
 def failure_bar(log: HostLog | None) -> dict[str, Any] | None:

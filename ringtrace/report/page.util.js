@@ -3,8 +3,12 @@ const NS = "http://www.w3.org/2000/svg";
 const doc = JSON.parse(document.getElementById("data").textContent);
 const root = document.getElementById("report"), tip = document.getElementById("tip");
 const BYTES = [["GiB", 1073741824], ["MiB", 1048576], ["KiB", 1024]];
-const WORDS = {task_window: "task window", heap: "heap", dep_pool: "dep pool", tensormap: "tensormap"};
-const UNIT = {task_window: "slots", heap: "bytes", dep_pool: "entries", tensormap: "entries"};
+// The resources as the runtime's table names them (model/runtime.TABLE, and the tensormap), from the data:
+// {name: {words, unit, bytes}}.
+const RESOURCES = doc.resources;
+const WORDS = {}, UNIT = {};
+for (const name in RESOURCES) { WORDS[name] = RESOURCES[name].words; UNIT[name] = RESOURCES[name].unit; }
+function inBytes(res) { return !!(RESOURCES[res] && RESOURCES[res].bytes); }
 
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
@@ -20,16 +24,17 @@ function svg(tag, attrs, text) {
 }
 function add(parent, ...kids) { kids.forEach(k => { if (k) parent.appendChild(typeof k === "string" ? document.createTextNode(k) : k); }); return parent; }
 
-// A figure as the tables show it (the tests read the same format): heap in B/KiB/MiB/GiB with one decimal.
+// A figure as the tables show it (the tests read the same format): bytes (the heap) in B/KiB/MiB/GiB with one
+// decimal.
 function amount(res, n) {
   if (n === null || n === undefined) return "-";
-  if (res !== "heap") return String(n);
+  if (!inBytes(res)) return String(n);
   for (const [u, s] of BYTES) if (Math.abs(n) >= s) return (n / s).toFixed(1) + " " + u;
   return n + " B";
 }
-// A figure with its unit, for sentences and labels: "4 slots", "64.0 KiB", "12 entries".
+// A figure with its unit, for sentences and labels: "4 tasks", "64.0 KiB", "12 entries".
 function withUnit(res, n) {
-  return res === "heap" ? amount(res, n) : amount(res, n) + " " + (n === 1 ? UNIT[res].replace(/s$/, "").replace(/ie$/, "y") : UNIT[res]);
+  return inBytes(res) ? amount(res, n) : amount(res, n) + " " + (n === 1 ? UNIT[res].replace(/s$/, "").replace(/ie$/, "y") : UNIT[res]);
 }
 function pct(x) { return x === null || x === undefined ? "-" : (100 * x).toFixed(x >= 10 ? 0 : 1) + "%"; }
 function small(x) { return x < 0.001 ? "<0.1%" : pct(x); }
@@ -47,9 +52,9 @@ function linearTicks(lo, hi, n, integer) {
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(integer ? Math.round(v) : v);
   return out;
 }
-// Ticks over [lo, hi] in a resource's unit: [[value, label], ...] (heap: one binary unit for the whole axis).
+// Ticks over [lo, hi] in a resource's unit: [[value, label], ...] (bytes: one binary unit for the whole axis).
 function unitTicks(res, lo, hi, n) {
-  if (res === "heap") {
+  if (inBytes(res)) {
     const [u, s] = BYTES.find(([, s]) => hi >= s) || ["B", 1];
     return linearTicks(lo / s, hi / s, n, s === 1).map(v => [v * s, trim(v) + " " + u]);
   }
@@ -57,7 +62,7 @@ function unitTicks(res, lo, hi, n) {
 }
 // Compact label of one size on a sizing axis: "845 KiB", "8", "1.5 MiB".
 function sizeLabel(res, n) {
-  if (res !== "heap") return n.toLocaleString("en-US");
+  if (!inBytes(res)) return n.toLocaleString("en-US");
   const [u, s] = BYTES.find(([, s]) => n >= s) || ["B", 1];
   return trim(n / s) + " " + u;
 }

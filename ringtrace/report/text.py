@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.need import proven_need
-from ringtrace.model.records import RunFinished
-from ringtrace.stages.diagnose import describe_log, fmt_amount
+from ringtrace.model.records import RESOURCES, RunFinished
+from ringtrace.stages.diagnose import Thresholds, describe_log, fmt_amount
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -134,8 +134,9 @@ RING_COLUMNS = (Column("ring", right=True), Column("resource"), Column("capacity
 """The per-ring table of a run: one heading each (the need as a share of capacity is ``need/cap``)."""
 
 
-def render_run(console: Console, fin: RunFinished) -> None:
-    """One run as a header, a per-ring table, wedged scopes and findings."""
+def render_run(console: Console, fin: RunFinished, near: float = Thresholds().near) -> None:
+    """One run as a header, a per-ring table, wedged scopes and findings; a need at ``near`` of its
+    capacity or more is shown in yellow (red from the whole capacity)."""
     s, meta = fin.summary, fin.summary.meta
     log = fin.host_log
     name = fin.source.display_path or (f"(no scope_stats file; host log {log.path})" if log else "")
@@ -158,15 +159,14 @@ def render_run(console: Console, fin: RunFinished) -> None:
         sentence(console, Text(f"host log {log.path}: {said}"))
         if log.ring_sizes is not None:
             rs = log.ring_sizes
-            sentence(console, Text(f"host log ring sizes: task_window={list(rs.task_window)} heap={list(rs.heap)} "
-                                    f"dep_pool={list(rs.dep_pool)}"))
+            sentence(console, Text("host log ring sizes: " + " ".join(f"{r}={list(rs.of(r))}" for r in RESOURCES)))
     rows: list[list[Text]] = []
     for p in s.peaks:
         if not p.scopes:
             continue
         need = proven_need(p, s).value
         ratio = need / p.capacity if need and p.capacity else None
-        style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= 0.8 else ""
+        style = "red" if ratio is not None and ratio >= 1 else "yellow" if ratio is not None and ratio >= near else ""
         rows.append([Text(str(p.ring)), Text(p.resource),
                      Text("?" if p.capacity is None else fmt_amount(p.resource, p.capacity)),
                      Text(fmt_amount(p.resource, need) if need else "-"),

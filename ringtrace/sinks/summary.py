@@ -13,7 +13,7 @@ import msgspec
 
 from ringtrace.analysis.advise import advice_json
 from ringtrace.analysis.need import proven_need
-from ringtrace.model.records import WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent, Verdict
+from ringtrace.model.records import RESOURCES, WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent, Verdict
 from ringtrace.sinks.base import Sink
 
 
@@ -83,8 +83,7 @@ def host_log_object(log: HostLog | None) -> dict[str, Any] | None:
         "sched_sub_class": log.sched_sub_class, "runtime_status": log.runtime_status,
         "error_detail": log.error_detail, "error_hint": log.error_hint,
         "ring": log.ring, "requested_bytes": log.requested_bytes,
-        "ring_sizes": None if sizes is None else {
-            "task_window": list(sizes.task_window), "heap": list(sizes.heap), "dep_pool": list(sizes.dep_pool)},
+        "ring_sizes": None if sizes is None else {r: list(sizes.of(r)) for r in RESOURCES},
         "deadlock": None if d is None else {**msgspec.to_builtins(d), "resource": d.resource, "capacity": d.capacity,
                                             "pool": d.pool},
         "fatal_lines": list(log.fatal_lines), "run_status": list(log.run_status), "not_written": list(log.not_written),

@@ -12,7 +12,7 @@ without a :class:`Record` object unless a sink reads records (``keep_records``).
 
 :data:`COMPILED`: the core was built (``pip install`` compiles it with the machine's C compiler; without
 one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which selects the pure path).
-``tests/stages/test_core_equal.py`` feeds both paths the same bytes and requires identical results.
+``tests/stages/test_core.py`` feeds both paths the same bytes and requires identical results.
 """
 
 from __future__ import annotations

@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import Finding, HostLog, RunSummary, Verdict, VerdictKind, WedgeCause
 from ringtrace.model.runtime import error_name, fmt_amount, sizing_resource
-from ringtrace.stages.diagnose import describe_log
+from ringtrace.stages.diagnose import Thresholds, describe_log
 
 
 def verdict_of(s: RunSummary, findings: Sequence[Finding], host_log: HostLog | None = None,
-               cause: WedgeCause | None = None, stopped: bool = False, near: float = 0.8) -> Verdict:
+               cause: WedgeCause | None = None, stopped: bool = False, near: float = Thresholds().near) -> Verdict:
     """The verdict on a run (see the module docstring).  ``findings`` are ``diagnose``'s for the same run,
-    ``cause`` the innermost wedged scope's (``RunFinished.wedge_cause``), ``stopped`` that the agent stopped
-    before the run ended (shutdown), ``near`` the near-capacity share (``Thresholds.near``)."""
+    ``cause`` the innermost wedged scope's (the last of ``RunFinished.wedge_causes``), ``stopped`` that the
+    agent stopped before the run ended (shutdown), ``near`` the near-capacity share (``Thresholds.near``)."""
     meta = s.meta
     by_rule = {f.rule: f for f in findings}
     if stopped:

@@ -409,7 +409,7 @@ def test_the_heap_is_the_runtimes_allocator() -> None:
                if b["phase"] == "begin" and e["phase"] == "end" and b["depth"] == e["depth"] == 1)
     need = next(size for size in range(held, 4 * held) if not sim.outcome(_ring1("heap_max", size, mixed)).wedged)
     assert need > held, (need, held)
-    assert sim.accepted(_ring1("heap_max", 3 * 1024 + 512, scn)) == ["ring 1: heap 3584 is not a multiple of 1 KiB"]
+    assert sim.accepted(_ring1("heap_max", 3 * 1024 + 512, scn)) == ["ring 1: heap 3584 is not a multiple of 1.0 KiB"]
 
 
 def test_the_dep_pool_is_reclaimed_in_batches_of_64_tasks() -> None:

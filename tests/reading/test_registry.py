@@ -80,10 +80,11 @@ def test_a_sink_that_cannot_be_set_up_names_itself_and_closes_the_others(tmp_pat
     assert got.value.spec.name == "otlp" and isinstance(got.value.error, ValueError)
 
 
-class _Lines(Sink):
-    """The worked example of docs/design.md: a sink that logs one line per finished run."""
+class _StandIn(Sink):
+    """A sink added by a test (named so that it meets no real sink, nor the one docs/design.md adds in
+    its worked example): it keeps the names of the events it receives."""
 
-    name = "lines"
+    name = "stand-in"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -95,12 +96,14 @@ class _Lines(Sink):
 
 def test_a_new_sink_is_one_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding a spec is all it takes: its flag appears on the command, and the command builds it."""
-    spec = SinkSpec("lines", ("watch",), lambda cfg, ctx: bool(cfg.report_dir), lambda cfg, ctx: _Lines(tmp_path),
-                    (Flag(("--lines-dir",), "report_dir", "a test output", ("watch",), metavar="DIR"),))
+    spec = SinkSpec("stand-in", ("watch",), lambda cfg, ctx: bool(cfg.report_dir),
+                    lambda cfg, ctx: _StandIn(tmp_path),
+                    (Flag(("--stand-in-dir",), "report_dir", "a test output", ("watch",), metavar="DIR"),))
     monkeypatch.setattr("ringtrace.reading.registry.SINKS", (*SINKS, spec))
     monkeypatch.setattr("ringtrace.reading.registry.BY_NAME", {s.name: s for s in (*SINKS, spec)})
     p = argparse.ArgumentParser()
     SinkFlags(p, "watch").rest()
-    assert p.parse_args(["--lines-dir", "d"]).report_dir == "d"
+    assert p.parse_args(["--stand-in-dir", "d"]).report_dir == "d"
     cfg = config.build({"report_dir": str(tmp_path)}, {})
-    assert [s.name for s, _ in build_sinks(cfg, Context("watch", output=""))][-2:] == ["log", "lines"]
+    built = build_sinks(cfg, Context("watch", output=""))
+    assert [s.name for s, _ in built][-2:] == ["log", "stand-in"] and isinstance(built[-1][1], _StandIn)

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ringtrace.model.runtime import BY_NAME, RESOURCES
 from tests._support.report_page import (
     PA_LOOP,
     Browser,
@@ -26,7 +27,6 @@ from tests._support.report_page import (
 )
 from tests._support.samples import FLOW, L3, SAMPLES
 
-RESOURCES = ("task_window", "heap", "dep_pool")
 WORDS = {"task_window": "task window", "heap": "heap", "dep_pool": "dep pool"}
 
 
@@ -62,7 +62,9 @@ def check_axes(o: Opened, section: str) -> None:
             assert all(re.fullmatch(r"[\d,]+", y) for y in ys), ys
         cap = c.locator("text.cap-label").all_text_contents()
         assert len(cap) == 1 and cap[0].startswith("capacity "), cap
-        assert c.locator("g.y-axis text.axis-title").text_content() in ("slots", "bytes", "entries")
+        res = c.get_attribute("data-resource")
+        unit = BY_NAME[res].unit if res in BY_NAME else "entries"  # the runtime's table; the tensormap's entries
+        assert c.locator("g.y-axis text.axis-title").text_content() == unit, unit
 
 
 def plot_point(o: Opened, chart: Any, line: int) -> tuple[float, float]:
@@ -110,7 +112,7 @@ def test_a_wedged_run_charts_what_moved_with_axes_and_one_wedge_label(chromium: 
     used = rec["task_window_end"] - rec["task_window_start"]
     cap = json.loads(FLOW.read_text().splitlines()[0])["task_window_max"][v["ring"]]
     assert tip.startswith(f"line {v['line']} · {rec['site']} · depth {rec['depth']}"), tip
-    assert f"task window in use {used} slots of {cap} slots" in tip, tip
+    assert f"task window in use {used} tasks of {cap} tasks" in tip, tip
 
 
 def test_hover_and_zoom_on_a_long_real_run(chromium: Browser, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ WORDS = {"task_window": "task window", "heap": "heap", "dep_pool": "dep pool"}
 
 def with_unit(resource: str, n: int) -> str:
     if resource != "heap":
-        names = ("slot", "slots") if resource == "task_window" else ("entry", "entries")
+        names = ("task", "tasks") if resource == "task_window" else ("entry", "entries")
         return f"{n} {names[n != 1]}"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:

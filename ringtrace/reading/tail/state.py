@@ -80,7 +80,6 @@ class Store:
         self.directory = directory
         self.path = directory / STATE_FILE
         self.failing: str | None = None  # the save error last logged, until a save works again
-        self.saves = 0
         self.failures = 0  # saves that failed since the last one that worked
 
     def load(self) -> State:
@@ -135,7 +134,6 @@ class Store:
                           "restart (the events file's key index keeps them from being written twice); "
                           "trying again at every save", self.directory, err.strerror or err)
             return False
-        self.saves += 1
         if self.failing is not None:
             log.warning("state saved again in %s (after %d failed save(s): %s)", self.directory, self.failures,
                         self.failing)

@@ -20,7 +20,8 @@ Hostile clients (the server is reachable from the network):
 * at most ``max_connections`` connections; at the cap a new one closes an idle connection (one
   between keep-alive requests first, else the one waiting longest for its first request or its
   TLS handshake), or is itself closed when every connection is busy with a request;
-* a connection idle for ``idle_timeout`` seconds (headers or handshake never finished) is closed;
+* a connection idle for ``connection_timeout`` seconds (headers or handshake never finished) is closed
+  (not ``watch --idle-timeout``, the time after which a run that stopped changing is finished);
   a request (render and response write) gets ``request_timeout`` seconds;
 * bcrypt checks run on a small pool of their own: floods of bad credentials cannot take the
   threads that render scrapes;
@@ -56,7 +57,7 @@ Render = Callable[[str], tuple[bytes | Chunks, str]]
 Ready = Callable[[], bool | tuple[bool, str]]
 """Readiness: a bool, or (ready, why not) whose reason /readyz shows after ``not ready: ``."""
 MAX_CONNECTIONS = 64
-IDLE_TIMEOUT = 10.0
+CONNECTION_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 30.0
 EARLY_BYTES = 64 * 1024  # decrypted bytes buffered between the TLS handshake and the handler's start
 SERVER = "ringtrace"
@@ -94,7 +95,7 @@ class _Conn(web.RequestHandler):
     """
 
     def __init__(self, owner: MetricsServer, web_server: web.Server, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(web_server, loop=loop, keepalive_timeout=owner.idle_timeout, logger=log,
+        super().__init__(web_server, loop=loop, keepalive_timeout=owner.connection_timeout, logger=log,
                          access_log_class=_AccessLog, access_log=log, lingering_time=1.0)
         self._rt_owner = owner
         self._rt_loop = loop
@@ -176,11 +177,11 @@ class _Conn(web.RequestHandler):
     def _rt_arm(self) -> None:
         if self._rt_timer is not None:
             self._rt_timer.cancel()
-        self._rt_timer = self._rt_loop.call_later(self._rt_owner.idle_timeout, self._rt_expire)
+        self._rt_timer = self._rt_loop.call_later(self._rt_owner.connection_timeout, self._rt_expire)
 
     def _rt_expire(self) -> None:
         if not self.busy and not self._rt_gone:
-            log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.idle_timeout)
+            log.debug("closing a metrics connection idle for %.1fs", self._rt_owner.connection_timeout)
             self.rt_close()
 
     def _rt_begin(self, transport: asyncio.Transport) -> None:
@@ -199,8 +200,8 @@ class _Conn(web.RequestHandler):
             if self._rt_gone or active.context is None:
                 raise ConnectionAbortedError("closed before the TLS handshake")
             tls = await self._rt_loop.start_tls(raw, self, active.context, server_side=True,
-                                                ssl_handshake_timeout=owner.idle_timeout,
-                                                ssl_shutdown_timeout=owner.idle_timeout)
+                                                ssl_handshake_timeout=owner.connection_timeout,
+                                                ssl_shutdown_timeout=owner.connection_timeout)
             if tls is None or self._rt_gone:
                 raise ConnectionAbortedError("closed during the TLS handshake")
         except Exception as err:  # handshake failures of every kind: the client's problem, not ours
@@ -244,13 +245,13 @@ class MetricsServer:
 
     def __init__(self, addr: str, render: Render, ready: Ready = lambda: True,
                  web_config: Path | None = None, *, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float = IDLE_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT) -> None:
+                 connection_timeout: float = CONNECTION_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT) -> None:
         self.host, self._port, self.family = parse_addr(addr)
         self.render = render
         self.ready = ready
         self.settings = WebSettings(web_config)
         self.max_connections = max_connections
-        self.idle_timeout = idle_timeout
+        self.connection_timeout = connection_timeout
         self.request_timeout = request_timeout
         self.evicted = 0  # idle connections closed to make room
         self.refused = 0  # connections closed at once: every slot busy

@@ -357,12 +357,12 @@ def test_half_header_tls_connections_do_not_starve_scrapes(pki: Path, tmp_path: 
             s.close()
 
 
-def test_idle_connections_are_closed_after_the_idle_timeout(pki: Path, tmp_path: Path,
-                                                            serve: Callable[..., MetricsServer]) -> None:
-    plain = serve(idle_timeout=0.3)
+def test_idle_connections_are_closed_after_the_connection_timeout(pki: Path, tmp_path: Path,
+                                                                  serve: Callable[..., MetricsServer]) -> None:
+    plain = serve(connection_timeout=0.3)
     cfg = tmp_path / "web.yml"
     cfg.write_text(f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n")
-    tls = serve(web_config=cfg, idle_timeout=0.3)
+    tls = serve(web_config=cfg, connection_timeout=0.3)
     half = _half_headers(plain.port, 1)[0]
     silent = socket.create_connection(("127.0.0.1", plain.port), timeout=10)
     handshake = socket.create_connection(("127.0.0.1", tls.port), timeout=10)  # never says ClientHello
