@@ -5,7 +5,7 @@ the shared sizing samples): each run's advice in ``summary --format json``, in `
 in the report's page data and in the overview's cell is one set of entries, each with the size of its program's
 answer (``advise``'s programs) and the verb said relative to the run's own size (``action``).  A failed run's
 advice never keeps the size it failed with.  A file named alone is its own program: ``advise FILE`` and the
-per-run advice ``watch`` exposes (``RunFinished.advice``) agree.
+per-run advice ``watch`` exposes (``RunFinished.advice``, ``/metrics`` with ``--metrics-advice``) agree.
 """
 
 from __future__ import annotations
@@ -126,17 +126,28 @@ def test_a_failed_run_is_never_told_to_keep_the_size_it_failed_with(answers: dic
 
 @pytest.mark.parametrize("program", sorted(p.name for p in (FIXTURES / "loops").iterdir())[:6])
 def test_a_file_named_alone_is_its_own_program(program: str) -> None:
-    """``advise FILE`` (one program of one run) and the advice ``watch`` exposes for it (the run on its own)."""
-    from ringtrace.analysis.advise import action, advise
+    """``advise FILE`` (one program of one run) and what ``watch --metrics-advice`` exposes for that run on its
+    own (``RunFinished.advice``, through the Prometheus sink): the same entries, the same sizes."""
+    from ringtrace.analysis.advise import action
+    from ringtrace.sinks import FanOut
+    from ringtrace.sinks.prometheus import PrometheusSink
     from tests._support.events import finished
+    from tests._support.prometheus import Clock, pick, series
     from tests._support.verdicts import verdict_events
 
     for path in sorted((FIXTURES / "loops" / program / "outputs").glob("*/scope_stats/*.gz")):
         _, out = cli("advise", "--format", "json", str(path))
         [p] = json.loads(out)["programs"]
-        [fin] = finished(verdict_events([path]))
-        alone = advise(fin.summary, path=str(path), labels=fin.source.labels)
-        assert {(a.ring, a.resource): action(a) for a in alone.advice} == \
+        events = verdict_events([path])
+        [fin] = finished(events)
+        assert fin.advice is not None
+        assert {(a.ring, a.resource): action(a) for a in fin.advice.advice} == \
             {(a["ring"], a["resource"]): a["action"] for a in json.loads(out)["files"][0]["advice"]}
-        assert p["runs"] == 1 and {(a.ring, a.resource) for a in alone.advice} == \
+        assert p["runs"] == 1 and {(a.ring, a.resource) for a in fin.advice.advice} == \
             {(a["ring"], a["resource"]) for a in p["advice"]}
+        sink = PrometheusSink(clock=Clock(), advice=True)
+        FanOut([sink]).receive_all(events)
+        shown = {(int(dict(lab)["ring"]), dict(lab)["resource"]): int(v) for name in
+                 ("ringtrace_ring_recommended_capacity", "ringtrace_ring_measure_next_capacity")
+                 for lab, v in pick(series(sink), name).items()}
+        assert shown == {(a["ring"], a["resource"]): target(a) for a in p["advice"]}, path
