@@ -23,7 +23,6 @@ import pytest
 from ringtrace.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "realsim"
-SHARED = Path(__file__).parents[2] / "shared" / "samples" / "sizing"
 FOLDERS = [*sorted(p / "outputs" for p in (FIXTURES / "loops").iterdir()),
            *([FIXTURES / "outputs"] if (FIXTURES / "outputs").is_dir() else [])]
 Entry = dict[str, Any]
