@@ -27,7 +27,7 @@ from ringtrace.sinks.console import WatchLogSink
 
 if TYPE_CHECKING:
     from ringtrace.sinks.prometheus import PrometheusSink
-    from ringtrace.sinks.prometheus.server import MetricsServer
+    from ringtrace.sinks.prometheus.server import Files, MetricsServer
 
 log = logging.getLogger("ringtrace")
 
@@ -88,6 +88,29 @@ class Service:
         self._started = False
 
 
+PERFETTO_UI = "https://ui.perfetto.dev"
+"""The Perfetto UI's origin: allowed to fetch the traces the metrics server serves (the alerts' trace links)."""
+
+
+def served_files(cfg: Config) -> dict[str, Files]:
+    """What the metrics server serves by run (the alerts' report and trace links): ``/report/...`` from
+    ``--report-dir``, ``/trace/...`` from ``--perfetto-dir``, each when configured."""
+    from ringtrace.model.records import Labels
+    from ringtrace.report import find_page
+    from ringtrace.sinks.perfetto import find_trace
+    from ringtrace.sinks.prometheus.server import Files
+
+    files: dict[str, Files] = {}
+    if cfg.report_dir:
+        pages = Path(cfg.report_dir)
+        files["report"] = Files(lambda run, rank, dispatch: find_page(pages, Labels(run, rank, dispatch)))
+    if cfg.perfetto_dir:
+        traces = Path(cfg.perfetto_dir)
+        files["trace"] = Files(lambda run, rank, dispatch: find_trace(traces, Labels(run, rank, dispatch)),
+                               {"Access-Control-Allow-Origin": PERFETTO_UI})
+    return files
+
+
 def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
              shutdown_seconds: float = SHUTDOWN_SECONDS, command: str = "watch") -> Service:
     """Everything a watch process needs: ``command``'s sinks from the registry, the app, the metrics server;
@@ -125,5 +148,5 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
         from ringtrace.sinks.prometheus.server import MetricsServer
 
         server = MetricsServer(cfg.metrics_addr, prom.chunks, ready=app.readiness,
-                               web_config=Path(cfg.web_config) if cfg.web_config else None)
+                               web_config=Path(cfg.web_config) if cfg.web_config else None, files=served_files(cfg))
     return Service(app, fanout, server, notes, roots, built)

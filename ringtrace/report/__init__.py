@@ -27,12 +27,12 @@ from typing import Any
 import msgspec
 
 from ringtrace.analysis.advise import RunFacts, advise_programs, with_program_advice
-from ringtrace.model.records import RunFinished, RunStarted, SinkEvent, Wants
+from ringtrace.model.records import Labels, RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, resources_data, source_data
 from ringtrace.sinks.base import Sink
-from ringtrace.sources.files import path_hash, write_atomic
+from ringtrace.sources.files import newest, path_hash, write_atomic
 from ringtrace.sources.paths import distinct_names, run_folder
 
 WIDTH = 600
@@ -201,8 +201,21 @@ class ReportDirSink(Sink):
 
 def page_file_name(fin: RunFinished) -> str:
     """``<run>[-rank<N>][-d<K>]-<path hash>.html``: unique per source file, readable by label."""
-    lab = fin.source.labels
-    parts = [lab.run or "run", f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else ""]
-    name = re.sub(r"[^\w.-]+", "_", "-".join(p for p in parts if p)).strip("._") or "run"
     digest = path_hash(fin.source.path or (fin.host_log.path if fin.host_log else ""))
-    return f"{name}-{digest}.html"
+    return f"{page_stem(fin.source.labels)}-{digest}.html"
+
+
+def page_stem(lab: Labels) -> str:
+    """The part of :func:`page_file_name` the labels make: ``<run>[-rank<N>][-d<K>]``."""
+    parts = [lab.run or "run", f"rank{lab.rank}" if lab.rank else "", f"d{lab.dispatch}" if lab.dispatch else ""]
+    return re.sub(r"[^\w.-]+", "_", "-".join(p for p in parts if p)).strip("._") or "run"
+
+
+_PAGE_NAME = re.compile(r"(.+)-[0-9a-f]{8}\.html")
+
+
+def find_page(directory: Path, labels: Labels) -> Path | None:
+    """The page :class:`ReportDirSink` wrote in ``directory`` for the run ``labels`` name (of several, from
+    different source paths, the newest); None when there is none."""
+    stem = page_stem(labels)
+    return newest(directory, lambda name: (m := _PAGE_NAME.fullmatch(name)) is not None and m[1] == stem)

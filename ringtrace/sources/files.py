@@ -6,6 +6,8 @@
   and renames it with :func:`replace_into`.)
 * :func:`path_hash`: the 8 hex digits that tell apart output files of runs labelled alike (the
   Perfetto dir sink's and the report dir sink's file names).
+* :func:`newest`: the newest file of a directory whose name is wanted (the metrics server's report and
+  trace links: several pages or traces may carry a run's labels).
 * :func:`open_input`: an input file for reading, decompressed when it is gzip or zstd (told by its
   first bytes): scope_stats files and the first lines the host-log plan checks.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +74,30 @@ def path_hash(path: str) -> str:
     import hashlib  # only where output files are named
 
     return hashlib.blake2s(os.fsencode(path), digest_size=4).hexdigest()
+
+
+def newest(directory: Path | str, wanted: Callable[[str], bool]) -> Path | None:
+    """The regular file (not a symlink) directly in ``directory`` whose name ``wanted`` accepts and that
+    was modified last (on a tie, the greatest name); None when there is none or no such directory.
+
+    Only names listed in ``directory`` are returned: nothing outside it, whatever ``wanted`` accepts."""
+    best: tuple[int, str, str] | None = None
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not wanted(entry.name):
+                    continue
+                try:
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    key = (entry.stat(follow_symlinks=False).st_mtime_ns, entry.name, entry.path)
+                except OSError:  # removed or replaced meanwhile
+                    continue
+                if best is None or key > best:
+                    best = key
+    except OSError:
+        return None
+    return Path(best[2]) if best is not None else None
 
 
 class Readable(Protocol):

@@ -46,9 +46,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from ringtrace.model.records import RunFinished, SinkEvent, Source
+from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source
 from ringtrace.sinks.base import Sink
-from ringtrace.sources.files import path_hash
+from ringtrace.sources.files import newest, path_hash
 
 from ._file import TraceFile
 from ._json import JsonTrace
@@ -154,17 +154,46 @@ def trace_file_name(source: Source, fmt: Format = "proto") -> str:
     The hash (:func:`source_hash`) makes the name, and its ``.tmp``, unique per source file: two
     runs labelled alike under different roots never share a file.
     """
-    lab = source.labels
-    base = lab.run or str(Path(source.path).with_suffix("")).strip("/")
-    name = _UNSAFE.sub("_", base).strip("._") or "trace"
-    if lab.rank:
-        name += f"-rank{lab.rank}"
-    if lab.dispatch:
-        name += f"-d{lab.dispatch}"
+    name = trace_stem(source.labels, source.path)
     if source.generation:
         name += f"-g{source.generation}"
-    name = _UNSAFE.sub("_", name)
-    return name[-190:] + "-" + source_hash(source) + (".pftrace" if fmt == "proto" else ".json")
+    return name[-_KEPT:] + "-" + source_hash(source) + (".pftrace" if fmt == "proto" else ".json")
+
+
+_KEPT = 190  # the end of a long name is kept: the run's labels
+_TRACE_NAME = re.compile(r"(.+)-[0-9a-f]{8}\.(?:pftrace|json)")
+_GENERATION = re.compile(r"-g[1-9][0-9]*\Z")
+
+
+def trace_stem(labels: Labels, path: str) -> str:
+    """The part of :func:`trace_file_name` the labels make (the path's, without a run label):
+    ``<run>[-rank<N>][-d<K>]``."""
+    base = labels.run or str(Path(path).with_suffix("")).strip("/")
+    name = _UNSAFE.sub("_", base).strip("._") or "trace"
+    if labels.rank:
+        name += f"-rank{labels.rank}"
+    if labels.dispatch:
+        name += f"-d{labels.dispatch}"
+    return _UNSAFE.sub("_", name)
+
+
+def find_trace(directory: Path, labels: Labels) -> Path | None:
+    """The trace :class:`PerfettoDirSink` wrote in ``directory`` for the run ``labels`` name (of several,
+    generations or source paths, the newest); None when there is none (or ``labels`` has no run)."""
+    if not labels.run:
+        return None
+    stem = trace_stem(labels, "")
+
+    def wanted(file_name: str) -> bool:
+        m = _TRACE_NAME.fullmatch(file_name)
+        if m is None:
+            return False
+        if m[1] == stem[-_KEPT:]:
+            return True
+        gen = _GENERATION.search(m[1])
+        return gen is not None and (stem + gen[0])[-_KEPT:] == m[1]
+
+    return newest(directory, wanted)
 
 
 class PerfettoDirSink(Sink):

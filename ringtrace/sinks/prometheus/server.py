@@ -10,6 +10,10 @@
 * ``/healthz`` (200 while the process serves) and ``/readyz`` (200 when ``ready()``, else 503,
   with the reason ``ready()`` gives, e.g. the name of a stuck sink) answer without
   authentication: they tell nothing but "ok" or what is not, so probes need no secret.
+* ``/report/<run>/<rank>/<dispatch>`` and ``/trace/<run>/<rank>/<dispatch>`` (the alerts' links): the
+  file ``files[kind].find`` names for those labels (URL-decoded, ``+`` a space as Go's ``urlquery`` writes
+  it), sent with ``files[kind].headers``; 404 with one line when there is none, 400 for a label with ``/``,
+  ``..`` or NUL.  The same authentication as ``/metrics``.
 * ``--web-config FILE`` (:mod:`ringtrace.sinks.prometheus.webconfig`): TLS, client certificates, bcrypt
   basic auth, extra headers.  The listening socket is plain; each accepted connection is upgraded
   with ``loop.start_tls`` using the TLS context in force at that moment, so edits and renewed
@@ -36,11 +40,12 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
+from urllib.parse import unquote_plus
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -49,13 +54,23 @@ from isal import isal_zlib
 from ringtrace.sinks.prometheus.exposition import Chunks
 from ringtrace.sinks.prometheus.webconfig import Active, BasicAuth, WebConfigError, WebSettings, load_web_config
 
-__all__ = ["MetricsServer", "Render", "WebConfigError", "load_web_config", "parse_addr"]
+__all__ = ["Files", "MetricsServer", "Render", "WebConfigError", "load_web_config", "parse_addr"]
 
 log = logging.getLogger("ringtrace.http")
 
 Render = Callable[[str], tuple[bytes | Chunks, str]]
 Ready = Callable[[], bool | tuple[bool, str]]
 """Readiness: a bool, or (ready, why not) whose reason /readyz shows after ``not ready: ``."""
+
+
+class Files(NamedTuple):
+    """A kind of file served by run: ``find(run, rank, dispatch)`` -> the file, or None when there is none
+    (called in a worker thread), and the headers its answer adds."""
+
+    find: Callable[[str, str, str], Path | None]
+    headers: Mapping[str, str] = {}
+
+
 MAX_CONNECTIONS = 64
 CONNECTION_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 30.0
@@ -71,6 +86,10 @@ def _text(status: int, headers: dict[str, str], extra: dict[str, str] | None = N
     """A generic plain-text answer: the status line's phrase, nothing else."""
     body = f"{HTTPStatus(status).phrase}\n".encode()
     return web.Response(status=status, body=body, headers={**headers, "Content-Type": TEXT, **(extra or {})})
+
+
+def _line(status: int, line: str, headers: dict[str, str]) -> web.Response:
+    return web.Response(status=status, body=line.encode(), headers={**headers, "Content-Type": TEXT})
 
 
 class _AccessLog(AbstractAccessLogger):
@@ -244,11 +263,13 @@ class MetricsServer:
     """
 
     def __init__(self, addr: str, render: Render, ready: Ready = lambda: True,
-                 web_config: Path | None = None, *, max_connections: int = MAX_CONNECTIONS,
-                 connection_timeout: float = CONNECTION_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT) -> None:
+                 web_config: Path | None = None, *, files: Mapping[str, Files] | None = None,
+                 max_connections: int = MAX_CONNECTIONS, connection_timeout: float = CONNECTION_TIMEOUT,
+                 request_timeout: float = REQUEST_TIMEOUT) -> None:
         self.host, self._port, self.family = parse_addr(addr)
         self.render = render
         self.ready = ready
+        self.files = dict(files or {})
         self.settings = WebSettings(web_config)
         self.max_connections = max_connections
         self.connection_timeout = connection_timeout
@@ -417,9 +438,22 @@ class MetricsServer:
             if isinstance(exposed, bytes):
                 return web.Response(body=exposed, headers=headers)
             return await _stream(request, exposed, headers)
+        kind, *labels = request.rel_url.raw_path.split("/")[1:]
+        if kind in self.files and len(labels) == 3:
+            return await self._file(kind, [unquote_plus(label) for label in labels], headers)
         if path == "/":
             return web.Response(body=_PAGE, headers={**headers, "Content-Type": "text/html; charset=utf-8"})
         return _text(404, headers)
+
+    async def _file(self, kind: str, labels: list[str], headers: dict[str, str]) -> web.StreamResponse:
+        """The ``kind`` file of the run ``labels`` name, or a one-line 404 (400 for a label naming a path)."""
+        if any("/" in label or ".." in label or "\0" in label for label in labels):
+            return _line(400, "a run label may not hold '/', '..' or NUL\n", headers)
+        files = self.files[kind]
+        found = await asyncio.to_thread(files.find, *labels)
+        if found is None:
+            return _line(404, f"no {kind} of that run, rank and dispatch here\n", headers)
+        return web.FileResponse(found, headers={**headers, **files.headers})
 
     def _gzip(self, got: bytes | Chunks) -> bytes:
         """``got`` compressed, a piece at a time; the last gzip again for pieces with the same key."""
