@@ -138,8 +138,8 @@ def test_the_failed_runs_page_names_its_first_failed_rank(timeline: Timeline) ->
     assert ann["summary"] == f"Run {FAILED} failed: rank {rank} wedged (HEAP_RING_DEADLOCK)"
     assert "HEAP_RING_DEADLOCK" in ann["description"] and f"rank {rank} dispatch 0 on {node}" in ann["description"]
     assert ann["dashboard"].endswith(f"/d/ringtrace-run/ringtrace-run?var-run={FAILED}&var-rank={rank}")
-    assert ann["report"] == f"http://127.0.0.1:9465/report/{FAILED}/{rank}/0"
-    assert ann["trace"] == f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9465/trace/{FAILED}/{rank}/0"
+    assert ann["report"] == f"http://{node}/report/{FAILED}/{rank}/0"
+    assert ann["trace"] == f"https://ui.perfetto.dev/#!/?url=http://{node}/trace/{FAILED}/{rank}/0"
 
 
 def test_the_stalled_runs_page_names_the_stalled_rank(timeline: Timeline) -> None:

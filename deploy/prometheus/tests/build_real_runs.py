@@ -188,13 +188,13 @@ def _at(fed: Fed, k: int, name: str) -> list[dict[str, str]]:
 
 
 def _links(run: str, rank: str, dispatch: str) -> dict[str, str]:
-    """The annotations' links, as the templates write them (``urlquery``, the node without its port)."""
+    """The annotations' links, as the templates write them (``urlquery``; the agent's address, ``instance``)."""
     q = urllib.parse.quote_plus
-    node = TARGET["instance"].rsplit(":", 1)[0]
+    agent = TARGET["instance"]
     path = f"{q(run)}/{q(rank)}/{q(dispatch)}"
     return {"dashboard": f"https://grafana.example.com/d/ringtrace-run/ringtrace-run?var-run={q(run)}&var-rank={q(rank)}",
-            "report": f"http://{node}:9465/report/{path}",
-            "trace": f"https://ui.perfetto.dev/#!/?url=http://{node}:9465/trace/{path}"}
+            "report": f"http://{agent}/report/{path}",
+            "trace": f"https://ui.perfetto.dev/#!/?url=http://{agent}/trace/{path}"}
 
 
 def _rank(lab: Labels) -> str:
