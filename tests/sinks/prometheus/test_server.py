@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.exposition import CHUNK
-from ringtrace.sinks.prometheus.server import MetricsServer, Render, parse_addr
+from ringtrace.sinks.prometheus.server import Files, MetricsServer, Render, parse_addr
 from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
 from ringtrace.sources.paths import find_sources, source_labels
 from ringtrace.stages.diagnose import Thresholds
@@ -599,3 +599,28 @@ def test_only_accepted_credentials_are_cached(tmp_path: Path, serve: Callable[..
     for _ in range(3):
         assert get(srv.port, "/metrics", _basic("p", "pw"))[0] == 200
     assert srv.auth.cached == 1
+
+
+def test_files_by_run_over_tls_need_the_same_credentials(pki: Path, tmp_path: Path,
+                                                         serve: Callable[..., MetricsServer]) -> None:
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+                   f"basic_auth_users:\n  prom: '{_hash('s3cret')}'\n")
+    page = tmp_path / "page.html"
+    page.write_bytes(b"<html>" + os.urandom(200_000).hex().encode() + b"</html>")  # more than one TLS record
+    asked: list[tuple[str, str, str]] = []
+
+    def find(run: str, rank: str, dispatch: str) -> Path | None:
+        asked.append((run, rank, dispatch))
+        return page if run == "a run" else None
+
+    srv = serve(web_config=cfg, files={"report": Files(find, {"X-Extra": "1"})})
+    ctx, auth = _client_ctx(pki), _basic("prom", "s3cret")
+    assert get(srv.port, "/report/a+run/0/", context=ctx)[0] == 401 and asked == []
+    status, headers, body = get(srv.port, "/report/a+run/0/", auth, context=ctx)
+    assert (status, body, headers["x-extra"]) == (200, page.read_bytes(), "1")
+    assert asked == [("a run", "0", "")]  # labels decoded as Go's urlquery encodes them
+    status, _, body = get(srv.port, "/report/b/0/0", auth, context=ctx)
+    assert status == 404 and body.count(b"\n") == 1
+    assert get(srv.port, "/report/%2E%2E/0/0", auth, context=ctx)[0] == 400 and len(asked) == 2
+    assert get(srv.port, "/trace/a+run/0/", auth, context=ctx)[0] == 404  # not a configured kind
