@@ -12,7 +12,7 @@ without a :class:`Record` object unless a sink reads records (``keep_records``).
 
 :data:`COMPILED`: the core was built (``pip install`` compiles it with the machine's C compiler; without
 one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which selects the pure path).
-``tests/stages/test_core_equal.py`` feeds both paths the same bytes and requires identical results.
+``tests/stages/test_core.py`` feeds both paths the same bytes and requires identical results.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 from ringtrace.model.records import (
-    RESOURCES,
     Abandoned,
     Band,
     Bands,
@@ -37,14 +36,6 @@ from ringtrace.model.records import (
 from ringtrace.stages.decode import DEFAULT_RINGS, MAX_LINE, Decoder, Item, _RawRecord
 from ringtrace.stages.pair import CappedSummary
 
-CORE_RECORD_FIELDS = ("line", "site", "phase", "depth", "ring", "task_window_start", "task_window_end", "heap_start",
-                      "heap_end", "dep_pool_start", "dep_pool_end", "tensormap")
-"""The order in which ``_core.c`` passes a Record's fields (positionally, for speed; Python code builds
-records by name): a Record with other fields (a fourth resource, format v7) must change the C side too."""
-if Record.__struct_fields__ != CORE_RECORD_FIELDS:  # pragma: no cover - fails the import, loudly
-    raise ImportError(f"ringtrace.stages._core builds Record{CORE_RECORD_FIELDS}, the model has "
-                      f"Record{Record.__struct_fields__}: change _core.c's make(T_Record, ...) with it")
-
 try:
     from ringtrace.stages import _core
 except ImportError:  # installed without a C compiler
@@ -53,7 +44,7 @@ else:
     BUILT = True
     _core.bind(Record=Record, Usage=Usage, Scope=Scope, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd,
                OpenScope=OpenScope, Peak=Peak, TensormapPeak=TensormapPeak, RunSummary=RunSummary,
-               CappedSummary=CappedSummary, Band=Band, Bands=Bands, resources=tuple(RESOURCES))
+               CappedSummary=CappedSummary, Band=Band, Bands=Bands)
 
 PURE_ENV = "RINGTRACE_PURE"
 PURE = os.environ.get(PURE_ENV, "") == "1"
@@ -99,8 +90,9 @@ class LinkedDecoder(Decoder):
         meta = self.meta
         if self._configured is None or self._configured[0] is not meta or self._configured[1] != self._version:
             rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
-            self._fast = self._scanner.configure(self._version, rings, meta.heap_max if meta is not None else (),
-                                                 self._max_line)
+            rule = self._rule
+            self._fast = self._scanner.configure(rule.wraps, rule.dep_pool, rings,
+                                                 meta.heap_max if meta is not None else (), self._max_line)
             self._configured = (meta, self._version)
             self._scanner.load(self._last, self._raw_heap)
         return self._fast

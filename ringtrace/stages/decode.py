@@ -24,17 +24,39 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
 from ringtrace.model.records import Meta, Problem, Record
+from ringtrace.model.runtime import SINCE_VERSION
 
 MAX_LINE = 1 << 20
 """Lines longer than this (1 MiB) are skipped with a ``line_too_long`` error."""
 MAX_DEPTH = 64
 """The runtime caps depth at 64."""
-SUPPORTED_VERSIONS = range(4, 7)
+
+
+class Version(NamedTuple):
+    """How the records of one scope_stats version are read: the rule the decoder and the compiled scanner
+    (``Scanner.configure``) both follow."""
+
+    wraps: bool
+    """The heap counters wrap modulo ``heap_max[ring]``: unrolled per ring into monotonic ones."""
+    dep_pool: bool
+    """The records carry ``dep_pool_start``/``dep_pool_end``, required; without: read as None if present."""
+
+
+VERSIONS: dict[int, Version] = {v: Version(wraps=wraps, dep_pool=v >= SINCE_VERSION["dep_pool"])
+                                for v, wraps in ((4, True), (5, True), (6, False))}
+"""The versions read, each with its rule; a newer version is read by the newest one's rule (with a warning)."""
+SUPPORTED_VERSIONS = range(min(VERSIONS), max(VERSIONS) + 1)
+
+
+def version_rule(version: int) -> Version:
+    """The rule ``version`` (at least the oldest supported) is read by."""
+    return VERSIONS[min(version, SUPPORTED_VERSIONS.stop - 1)]
+
 DEFAULT_RINGS = 4
 INT64_MAX = (1 << 63) - 1
 """Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
@@ -131,13 +153,13 @@ class Decoder:
         self.meta: Meta | None = None
         self.records = 0
         self.parse_errors = 0
-        self._version = 6
+        self._version = SUPPORTED_VERSIONS.stop - 1
+        self._rule = version_rule(self._version)
         self._dead = False  # unsupported version: ignore the rest
         self._crlf_warned = False
         self._held: tuple[Problem, str] | None = None  # a bad first line, until line 2 says what the file is
         self._task_warned = False
         self._site_warned = False
-        self._wraps = False
         self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
 
@@ -238,7 +260,7 @@ class Decoder:
         self._release(out)
         first = self.line + 1
         self.line += len(raws)
-        if self._wraps or self._version < 5:
+        if self._rule.wraps or not self._rule.dep_pool:
             checked = self._checked
             for line, r in enumerate(raws, first):
                 checked(r, line, out)
@@ -353,12 +375,14 @@ class Decoder:
             if m.version < SUPPORTED_VERSIONS.start:
                 self._dead = True
                 self._error(out, 1, "unsupported_version",
-                            f"schema version {m.version} is not supported (versions 4-6 are)")
+                            f"schema version {m.version} is not supported (versions {SUPPORTED_VERSIONS.start}-"
+                            f"{SUPPORTED_VERSIONS.stop - 1} are)")
                 return
             out.append(Problem(1, "newer_version",
-                               f"schema version {m.version} is newer than 6; read as version 6", "warning"))
+                               f"schema version {m.version} is newer than {SUPPORTED_VERSIONS.stop - 1}; read as "
+                               f"version {SUPPORTED_VERSIONS.stop - 1}", "warning"))
         self._version = m.version
-        self._wraps = m.version in (4, 5)
+        self._rule = version_rule(m.version)
         if not m.task_window_max or not m.heap_max:
             out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
                                "warning"))
@@ -420,18 +444,19 @@ class Decoder:
                         f"ring {ring} outside the metadata's rings 0..{rings - 1}")
             return
         dps, dpe = r.dep_pool_start, r.dep_pool_end
-        if self._version >= 5 and (dps is None or dpe is None):
+        rule = self._rule
+        if rule.dep_pool and (dps is None or dpe is None):
             self._error(out, line, "invalid_record",
                         f"missing dep_pool_start/dep_pool_end (required in version {self._version})")
             return
-        if self._version == 4:
+        if not rule.dep_pool:
             dps = dpe = None
         tws, twe, hs, he = r.task_window_start, r.task_window_end, r.heap_start, r.heap_end
         if (tws < 0 or twe < 0 or hs < 0 or he < 0 or r.tensormap < 0
                 or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
             self._error(out, line, "negative_counter", "a counter is negative")
             return
-        wraps = self._wraps
+        wraps = rule.wraps
         if wraps:
             hs, he = self._unroll(ring, hs, he)
         rec = Record(line=line, site=r.site, phase=r.phase, depth=r.depth, ring=ring, task_window_start=tws,
