@@ -24,7 +24,8 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NamedTuple
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -66,6 +67,37 @@ Item = Meta | Record | Problem
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 _Counter = Annotated[int, msgspec.Meta(le=INT64_MAX)]  # negatives are checked (and named) in Python
+
+
+class LineScanner(Protocol):
+    """A faster reader of the record lines, which a :class:`Decoder` offers its lines to first: the seam between
+    the compiled reading core (:class:`ringtrace.stages.core.Linked`) and this pure-Python reference.
+
+    The contract, which makes a decoder with a scanner give exactly the items, counters and problems of one
+    without (``tests/stages/test_core.py``):
+
+    * :meth:`configure` is called with each file's metadata, as the decoder read it, and its version's rule
+      (:data:`VERSIONS`) before a line is offered; False: offer no line until the next call.
+    * :meth:`scan` takes whole lines of ``buf[start:end]`` in order from ``start`` (the first is number ``line``):
+      only lines that the decoder would read as one Record and nothing else (no problem, no warning), checked
+      against the same per-ring state; it stops at the first line it does not take and returns
+      ``(where that line starts, lines taken, records made)``.
+    * The decoder reads every other line itself, between :meth:`export` (the scanner's per-ring state into the
+      decoder's: the latest record of each ring, the v4/v5 raw heap heads) and :meth:`load` (back), and hands the
+      items it made (``out[mark:]``, in line order) to :meth:`decoded`.
+    * The records of either, and the metadata, are the scanner's to use (the compiled one pairs them as they are
+      read); they stay in ``out`` unless it removes them (:meth:`scan` does not append, :meth:`decoded` cuts them).
+    """
+
+    def configure(self, rule: Version, rings: int, heap_max: Sequence[int], max_line: int) -> bool: ...
+
+    def scan(self, buf: bytes, start: int, end: int, line: int, out: list[Item]) -> tuple[int, int, int]: ...
+
+    def export(self, last: dict[int, Record], raw_heap: dict[int, int]) -> None: ...
+
+    def load(self, last: dict[int, Record], raw_heap: dict[int, int]) -> None: ...
+
+    def decoded(self, out: list[Item], mark: int) -> None: ...
 
 
 class _RawMeta(msgspec.Struct):
@@ -145,7 +177,11 @@ class Decoder:
     every problem comes back as a :class:`Problem` item, in line order with the rest.
     """
 
-    def __init__(self, max_line: int = MAX_LINE) -> None:
+    def __init__(self, max_line: int = MAX_LINE, scanner: LineScanner | None = None) -> None:
+        """``scanner``: a faster reader offered the lines first (the compiled core's: see :class:`LineScanner`)."""
+        self.scanner = scanner
+        self._configured: tuple[Meta | None, Version] | None = None  # what the scanner was told
+        self._fast = False  # the scanner takes lines of this file
         self._max_line = max_line
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop bytes up to the next newline
@@ -252,11 +288,23 @@ class Decoder:
 
     def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
         """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1."""
+        scanner = self.scanner
+        if scanner is not None and self._held is None:
+            self._scan_lines(scanner, buf, start, end, out)
+            return
         raws = self._batch(buf, start, end)
         if raws is None:
             for piece in buf[start:end - 1].split(b"\n"):
                 self._line(piece, out)
             return
+        mark = len(out)
+        self._batch_lines(raws, out)
+        if scanner is not None:  # after a held first line: read here in one batch, given to the scanner now
+            scanner.load(self._last, self._raw_heap)
+            scanner.decoded(out, mark)
+
+    def _batch_lines(self, raws: list[_RawRecord], out: list[Item]) -> None:
+        """The records of one :meth:`_batch`, checked in order."""
         self._release(out)
         first = self.line + 1
         self.line += len(raws)
@@ -298,7 +346,56 @@ class Decoder:
             start = nl + 1
         return True
 
+    def _scan_ready(self, scanner: LineScanner) -> bool:
+        """The scanner may take the next line: past line 1, no first line held, a file still read; told
+        the metadata (and its rule) when they changed."""
+        if self.line < 1 or self._held is not None or self._dead:
+            return False
+        meta, rule = self.meta, self._rule
+        if self._configured is None or self._configured[0] is not meta or self._configured[1] != rule:
+            rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
+            self._fast = scanner.configure(rule, rings, meta.heap_max if meta is not None else (), self._max_line)
+            self._configured = (meta, rule)
+            scanner.load(self._last, self._raw_heap)
+        return self._fast
+
+    def _scan_lines(self, scanner: LineScanner, buf: bytes, start: int, end: int, out: list[Item]) -> None:
+        """:meth:`_lines` with a scanner: runs of lines it takes, and each line it does not, read here."""
+        pos = start
+        while pos < end:
+            if self._scan_ready(scanner):
+                pos, lines, records = scanner.scan(buf, pos, end, self.line + 1, out)
+                self.line += lines
+                self.records += records
+                if pos >= end:
+                    return
+            nl = buf.index(b"\n", pos, end)
+            self._read_for(scanner, buf[pos:nl], out)
+            pos = nl + 1
+
+    def _read_for(self, scanner: LineScanner, raw: bytes, out: list[Item]) -> None:
+        """One line the scanner did not take, read here on its per-ring state; what it made goes to it."""
+        scanner.export(self._last, self._raw_heap)
+        mark = len(out)
+        self._read(raw, out)
+        scanner.load(self._last, self._raw_heap)
+        scanner.decoded(out, mark)
+
     def _line(self, raw: bytes, out: list[Item]) -> None:
+        scanner = self.scanner
+        if scanner is None:
+            self._read(raw, out)
+            return
+        if self._scan_ready(scanner):
+            _, lines, records = scanner.scan(raw, 0, len(raw), self.line + 1, out)
+            if lines:
+                self.line += 1
+                self.records += records
+                return
+        self._read_for(scanner, raw, out)
+
+    def _read(self, raw: bytes, out: list[Item]) -> None:
+        """One line, read here."""
         self.line += 1
         if raw.endswith(b"\r"):
             raw = raw[:-1]

@@ -93,7 +93,7 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
     ref_items = [reference.feed(piece) for piece in pieces] + [reference.finish(cut)]
 
     # the scanner alone: the same items, counters and held-back bytes as the Python decoder
-    alone = core.LinkedDecoder(None, max_line=max_line)
+    alone = core.linked_decoder(None, max_line=max_line)
     assert [alone.feed(piece) for piece in pieces] + [alone.finish(cut)] == ref_items
     assert (alone.line, alone.records, alone.parse_errors, alone.meta, alone.pending) == \
         (reference.line, reference.records, reference.parse_errors, reference.meta, reference.pending)
@@ -102,7 +102,7 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
     for keep_records in (True, False):
         reference, pairer = Decoder(max_line), Pairer()
         compiled = core.pairer()
-        linked = core.LinkedDecoder(compiled, keep_records=keep_records, max_line=max_line)
+        linked = core.linked_decoder(compiled, keep_records=keep_records, max_line=max_line)
         for i in range(len(pieces) + 1):
             last = i == len(pieces)
             items = reference.finish(cut) if last else reference.feed(pieces[i])
@@ -206,6 +206,6 @@ def test_ringtrace_pure_selects_the_pure_path() -> None:
                           check=True).stdout.strip() == "True"
     assert subprocess.run([sys.executable, "-c", probe], env={**env, core.PURE_ENV: "1"}, capture_output=True,
                           text=True, check=True).stdout.strip() == "False"
-    assert isinstance(Run(Source("x"), compiled=True).decoder, core.LinkedDecoder)
-    assert type(Run(Source("x"), compiled=False).decoder) is Decoder
-    assert isinstance(Run(Source("x")).decoder, core.LinkedDecoder) == core.COMPILED
+    assert isinstance(Run(Source("x"), compiled=True).decoder.scanner, core.Linked)
+    assert Run(Source("x"), compiled=False).decoder.scanner is None
+    assert isinstance(Run(Source("x")).decoder.scanner, core.Linked) == core.COMPILED
