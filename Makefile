@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORE := $(VENV)/.core
 
-.PHONY: demo cluster-demo test test-fast lint typecheck pytest bench docs golden report-shots system-deps otel-newest proto clean
+.PHONY: demo cluster-demo test test-fast lint typecheck pytest bench docs core-header golden report-shots system-deps otel-newest proto clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -13,12 +13,18 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The compiled parts (the reading core, ringtrace/stages/_core.c, and the Perfetto encoder,
+# The compiled parts (the reading core, ringtrace/stages/_core_src/*.c, and the Perfetto encoder,
 # ringtrace/sinks/perfetto/_encode.c; built in place by the install above), rebuilt when a source changes.
 # Without a C compiler the build says so in one line and ringtrace uses its pure-Python path.
-$(CORE): $(STAMP) ringtrace/stages/_core.c ringtrace/sinks/perfetto/_encode.c
+CORE_SOURCES := $(wildcard ringtrace/stages/_core_src/*.c ringtrace/stages/_core_src/*.h) ringtrace/sinks/perfetto/_encode.c
+$(CORE): $(STAMP) $(CORE_SOURCES)
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(CORE)
+
+# the C sources' copy of the Python tables (ringtrace/stages/_core_src/tables.h), written again from them;
+# tests/stages/test_core_header.py fails when it is stale
+core-header: $(STAMP)
+	$(BIN)/python -m ringtrace.stages.core_header
 
 # Debian packages the tests drive for real (Prometheus server and promtool, Alertmanager, Chromium).
 system-deps:

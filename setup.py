@@ -1,5 +1,7 @@
 """The compiled parts, plain C through the CPython C API: the reading core, ``ringtrace.stages._core``, and
 the Perfetto records' encoder, ``ringtrace.sinks.perfetto._encode``; the rest of the build is in pyproject.toml.
+The core's rooms are ``ringtrace/stages/_core_src/*.c``; both take the constants they share with Python from
+``_core_src/tables.h``, which ``ringtrace.stages.core_header`` writes from the Python tables.
 
 ``pip install .`` (and ``make``) compiles them with the machine's C compiler.  Without one, or when a
 compilation fails, the install still succeeds: one line says so and ringtrace uses its pure-Python path
@@ -9,6 +11,7 @@ there (the reference, which ``RINGTRACE_PURE=1`` selects on any machine).
 from __future__ import annotations
 
 import sys
+from glob import glob
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -45,9 +48,13 @@ class OptionalBuildExt(build_ext):
             self.failed[WHAT.get(ext.name, ext.name)] = _why(err)
 
 
+CORE_SRC = "ringtrace/stages/_core_src"
+HEADERS = sorted(glob(f"{CORE_SRC}/*.h"))  # core.h (the rooms' shared header) and tables.h (generated)
+
 setup(
-    ext_modules=[Extension("ringtrace.stages._core", ["ringtrace/stages/_core.c"], extra_compile_args=["-O2"]),
-                 Extension("ringtrace.sinks.perfetto._encode", ["ringtrace/sinks/perfetto/_encode.c"],
-                           extra_compile_args=["-O2"])],
+    ext_modules=[Extension("ringtrace.stages._core", sorted(glob(f"{CORE_SRC}/*.c")), depends=HEADERS,
+                           include_dirs=[CORE_SRC], extra_compile_args=["-O2"]),
+                 Extension("ringtrace.sinks.perfetto._encode", ["ringtrace/sinks/perfetto/_encode.c"], depends=HEADERS,
+                           include_dirs=[CORE_SRC], extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

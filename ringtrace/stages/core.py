@@ -7,8 +7,9 @@ key order, plain integers, an ASCII site without escapes) and makes the decoder'
 other line (another key order, an escape, a bad value, any line with a problem) is read by the Python
 decoder, so every problem keeps its line, reason and message.  Its pairer pairs as :class:`.pair.Pairer`
 does, and folds the report's bands as :class:`.bands.Folder` does when asked (``bands``).
-:class:`LinkedDecoder` joins them: each line is paired as soon as it is read, in file order,
-without a :class:`Record` object unless a sink reads records (``keep_records``).
+:class:`Linked` joins them as a decoder's :class:`~ringtrace.stages.decode.LineScanner`: each line is paired
+as soon as it is read, in file order, without a :class:`Record` object unless a sink reads records
+(``keep_records``).
 
 :data:`COMPILED`: the core was built (``pip install`` compiles it with the machine's C compiler; without
 one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which selects the pure path).
@@ -18,9 +19,9 @@ one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ringtrace.model.records import (
-    RESOURCES,
     Abandoned,
     Band,
     Bands,
@@ -34,16 +35,8 @@ from ringtrace.model.records import (
     UnmatchedEnd,
     Usage,
 )
-from ringtrace.stages.decode import DEFAULT_RINGS, MAX_LINE, Decoder, Item, _RawRecord
+from ringtrace.stages.decode import MAX_LINE, Decoder, Item, Version
 from ringtrace.stages.pair import CappedSummary
-
-CORE_RECORD_FIELDS = ("line", "site", "phase", "depth", "ring", "task_window_start", "task_window_end", "heap_start",
-                      "heap_end", "dep_pool_start", "dep_pool_end", "tensormap")
-"""The order in which ``_core.c`` passes a Record's fields (positionally, for speed; Python code builds
-records by name): a Record with other fields (a fourth resource, format v7) must change the C side too."""
-if Record.__struct_fields__ != CORE_RECORD_FIELDS:  # pragma: no cover - fails the import, loudly
-    raise ImportError(f"ringtrace.stages._core builds Record{CORE_RECORD_FIELDS}, the model has "
-                      f"Record{Record.__struct_fields__}: change _core.c's make(T_Record, ...) with it")
 
 try:
     from ringtrace.stages import _core
@@ -53,7 +46,7 @@ else:
     BUILT = True
     _core.bind(Record=Record, Usage=Usage, Scope=Scope, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd,
                OpenScope=OpenScope, Peak=Peak, TensormapPeak=TensormapPeak, RunSummary=RunSummary,
-               CappedSummary=CappedSummary, Band=Band, Bands=Bands, resources=tuple(RESOURCES))
+               CappedSummary=CappedSummary, Band=Band, Bands=Bands)
 
 PURE_ENV = "RINGTRACE_PURE"
 PURE = os.environ.get(PURE_ENV, "") == "1"
@@ -71,92 +64,31 @@ def pairer(meta: Meta | None = None, keep_events: bool = True, bands: int = 0) -
     return _core.Pairer(meta, keep_events, bands)
 
 
-class LinkedDecoder(Decoder):
-    """A :class:`Decoder` whose lines go through the compiled scanner first.
+class Linked:
+    """The compiled scanner as the :class:`~ringtrace.stages.decode.LineScanner` of a
+    :class:`~ringtrace.stages.decode.Decoder`.
 
-    With a ``pairer``, every record is pushed into it as soon as it is read (those of the scanner and
-    those of the Python decoder, in line order), its Meta is given to it, and :meth:`feed` returns
-    records only when ``keep_records``; without one it decodes exactly like :class:`Decoder`.
+    With a ``pairer``, every record is pushed into it as soon as it is read (those of the scanner and those
+    the decoder reads itself, in line order), and the decoder's Meta is given to it; records stay among the
+    decoder's items only when ``keep_records`` (always without a pairer).
     """
 
-    def __init__(self, pairer: _core.Pairer | None = None, keep_records: bool = True,
-                 max_line: int = MAX_LINE) -> None:
-        super().__init__(max_line)
+    def __init__(self, pairer: _core.Pairer | None = None, keep_records: bool = True) -> None:
         if not BUILT:
             raise RuntimeError("the compiled reading core was not built (no C compiler at install)")
         self.pairer = pairer
         self.keep_records = keep_records or pairer is None
-        """Records are among the items :meth:`feed` returns (always without a pairer)."""
         self._scanner = _core.Scanner(pairer, keep_records)
-        self._configured: tuple[Meta | None, int] | None = None  # what the scanner was told: (meta, version)
-        self._fast = False
-        self._batched = False  # the Python decoder's last _lines call read its lines in one batch
+        self.scan = self._scanner.scan
+        self.export = self._scanner.export
+        self.load = self._scanner.load
 
-    def _ready(self) -> bool:
-        """The scanner may take the next line: past line 1, no first line held, a file still read."""
-        if self.line < 1 or self._held is not None or self._dead:
-            return False
-        meta = self.meta
-        if self._configured is None or self._configured[0] is not meta or self._configured[1] != self._version:
-            rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
-            self._fast = self._scanner.configure(self._version, rings, meta.heap_max if meta is not None else (),
-                                                 self._max_line)
-            self._configured = (meta, self._version)
-            self._scanner.load(self._last, self._raw_heap)
-        return self._fast
+    def configure(self, rule: Version, rings: int, heap_max: Sequence[int], max_line: int) -> bool:
+        return self._scanner.configure(rule.wraps, rule.dep_pool, rings, heap_max, max_line)
 
-    def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
-        if self._held is not None:  # line 2 says what the file is: the Python decoder settles it, as alone
-            self._settle(buf, start, end, out)
-            return
-        pos = start
-        while pos < end:
-            if self._ready():
-                pos, lines, records = self._scanner.scan(buf, pos, end, self.line + 1, out)
-                self.line += lines
-                self.records += records
-                if pos >= end:
-                    return
-            nl = buf.index(b"\n", pos, end)
-            self._python(buf[pos:nl], out)
-            pos = nl + 1
-
-    def _line(self, raw: bytes, out: list[Item]) -> None:
-        if self._ready():
-            _, lines, records = self._scanner.scan(raw, 0, len(raw), self.line + 1, out)
-            if lines:
-                self.line += 1
-                self.records += records
-                return
-        self._python(raw, out)
-
-    def _python(self, raw: bytes, out: list[Item]) -> None:
-        """One line through the Python decoder, on the scanner's state."""
-        self._scanner.export(self._last, self._raw_heap)
-        mark = len(out)
-        super()._line(raw, out)
-        self._scanner.load(self._last, self._raw_heap)
-        self._pair(out, mark)
-
-    def _settle(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
-        """The whole lines of ``buf[start:end]`` after a held first line, read as :class:`Decoder` reads them
-        (its batch path releases the held line when line 2 decodes, its line path when line 2 passes the
-        checks): by :meth:`Decoder._lines`, whose lines, read one by one, come back through :meth:`_line`."""
-        self._batched = False
-        mark = len(out)
-        super()._lines(buf, start, end, out)
-        if self._batched:  # read in one batch by the Python decoder: its records are not paired yet
-            self._scanner.load(self._last, self._raw_heap)
-            self._pair(out, mark)
-
-    def _batch(self, buf: bytes, start: int, end: int) -> list[_RawRecord] | None:
-        raws = super()._batch(buf, start, end)
-        self._batched = raws is not None
-        return raws
-
-    def _pair(self, out: list[Item], mark: int) -> None:
-        """Linked: the Meta and records the Python decoder put in ``out[mark:]`` go to the pairer now, in
-        line order (the records stay in ``out`` only when kept)."""
+    def decoded(self, out: list[Item], mark: int) -> None:
+        """Linked: the Meta and records the decoder put in ``out[mark:]`` go to the pairer now, in line order
+        (the records stay in ``out`` only when kept)."""
         pairer = self.pairer
         if pairer is None or len(out) == mark:
             return
@@ -169,3 +101,9 @@ class LinkedDecoder(Decoder):
             pairer.push_linked(records)
             if not self.keep_records:
                 out[mark:] = [item for item in made if type(item) is not Record]
+
+
+def linked_decoder(pairer: _core.Pairer | None = None, keep_records: bool = True, max_line: int = MAX_LINE
+                   ) -> Decoder:
+    """A :class:`Decoder` whose lines go through the compiled scanner first (:class:`Linked`)."""
+    return Decoder(max_line, scanner=Linked(pairer, keep_records))

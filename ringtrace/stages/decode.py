@@ -24,17 +24,40 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
 from ringtrace.model.records import Meta, Problem, Record
+from ringtrace.model.runtime import SINCE_VERSION
 
 MAX_LINE = 1 << 20
 """Lines longer than this (1 MiB) are skipped with a ``line_too_long`` error."""
 MAX_DEPTH = 64
 """The runtime caps depth at 64."""
-SUPPORTED_VERSIONS = range(4, 7)
+
+
+class Version(NamedTuple):
+    """How the records of one scope_stats version are read: the rule the decoder and the compiled scanner
+    (``Scanner.configure``) both follow."""
+
+    wraps: bool
+    """The heap counters wrap modulo ``heap_max[ring]``: unrolled per ring into monotonic ones."""
+    dep_pool: bool
+    """The records carry ``dep_pool_start``/``dep_pool_end``, required; without: read as None if present."""
+
+
+VERSIONS: dict[int, Version] = {v: Version(wraps=wraps, dep_pool=v >= SINCE_VERSION["dep_pool"])
+                                for v, wraps in ((4, True), (5, True), (6, False))}
+"""The versions read, each with its rule; a newer version is read by the newest one's rule (with a warning)."""
+SUPPORTED_VERSIONS = range(min(VERSIONS), max(VERSIONS) + 1)
+
+
+def version_rule(version: int) -> Version:
+    """The rule ``version`` (at least the oldest supported) is read by."""
+    return VERSIONS[min(version, SUPPORTED_VERSIONS.stop - 1)]
+
 DEFAULT_RINGS = 4
 INT64_MAX = (1 << 63) - 1
 """Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
@@ -44,6 +67,37 @@ Item = Meta | Record | Problem
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 _Counter = Annotated[int, msgspec.Meta(le=INT64_MAX)]  # negatives are checked (and named) in Python
+
+
+class LineScanner(Protocol):
+    """A faster reader of the record lines, which a :class:`Decoder` offers its lines to first: the seam between
+    the compiled reading core (:class:`ringtrace.stages.core.Linked`) and this pure-Python reference.
+
+    The contract, which makes a decoder with a scanner give exactly the items, counters and problems of one
+    without (``tests/stages/test_core.py``):
+
+    * :meth:`configure` is called with each file's metadata, as the decoder read it, and its version's rule
+      (:data:`VERSIONS`) before a line is offered; False: offer no line until the next call.
+    * :meth:`scan` takes whole lines of ``buf[start:end]`` in order from ``start`` (the first is number ``line``):
+      only lines that the decoder would read as one Record and nothing else (no problem, no warning), checked
+      against the same per-ring state; it stops at the first line it does not take and returns
+      ``(where that line starts, lines taken, records made)``.
+    * The decoder reads every other line itself, between :meth:`export` (the scanner's per-ring state into the
+      decoder's: the latest record of each ring, the v4/v5 raw heap heads) and :meth:`load` (back), and hands the
+      items it made (``out[mark:]``, in line order) to :meth:`decoded`.
+    * The records of either, and the metadata, are the scanner's to use (the compiled one pairs them as they are
+      read); they stay in ``out`` unless it removes them (:meth:`scan` does not append, :meth:`decoded` cuts them).
+    """
+
+    def configure(self, rule: Version, rings: int, heap_max: Sequence[int], max_line: int) -> bool: ...
+
+    def scan(self, buf: bytes, start: int, end: int, line: int, out: list[Item]) -> tuple[int, int, int]: ...
+
+    def export(self, last: dict[int, Record], raw_heap: dict[int, int]) -> None: ...
+
+    def load(self, last: dict[int, Record], raw_heap: dict[int, int]) -> None: ...
+
+    def decoded(self, out: list[Item], mark: int) -> None: ...
 
 
 class _RawMeta(msgspec.Struct):
@@ -123,7 +177,11 @@ class Decoder:
     every problem comes back as a :class:`Problem` item, in line order with the rest.
     """
 
-    def __init__(self, max_line: int = MAX_LINE) -> None:
+    def __init__(self, max_line: int = MAX_LINE, scanner: LineScanner | None = None) -> None:
+        """``scanner``: a faster reader offered the lines first (the compiled core's: see :class:`LineScanner`)."""
+        self.scanner = scanner
+        self._configured: tuple[Meta | None, Version] | None = None  # what the scanner was told
+        self._fast = False  # the scanner takes lines of this file
         self._max_line = max_line
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop bytes up to the next newline
@@ -131,13 +189,13 @@ class Decoder:
         self.meta: Meta | None = None
         self.records = 0
         self.parse_errors = 0
-        self._version = 6
+        self._version = SUPPORTED_VERSIONS.stop - 1
+        self._rule = version_rule(self._version)
         self._dead = False  # unsupported version: ignore the rest
         self._crlf_warned = False
         self._held: tuple[Problem, str] | None = None  # a bad first line, until line 2 says what the file is
         self._task_warned = False
         self._site_warned = False
-        self._wraps = False
         self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
 
@@ -230,15 +288,27 @@ class Decoder:
 
     def _lines(self, buf: bytes, start: int, end: int, out: list[Item]) -> None:
         """The whole lines in ``buf[start:end]`` (which ends with a newline), after line 1."""
+        scanner = self.scanner
+        if scanner is not None and self._held is None:
+            self._scan_lines(scanner, buf, start, end, out)
+            return
         raws = self._batch(buf, start, end)
         if raws is None:
             for piece in buf[start:end - 1].split(b"\n"):
                 self._line(piece, out)
             return
+        mark = len(out)
+        self._batch_lines(raws, out)
+        if scanner is not None:  # after a held first line: read here in one batch, given to the scanner now
+            scanner.load(self._last, self._raw_heap)
+            scanner.decoded(out, mark)
+
+    def _batch_lines(self, raws: list[_RawRecord], out: list[Item]) -> None:
+        """The records of one :meth:`_batch`, checked in order."""
         self._release(out)
         first = self.line + 1
         self.line += len(raws)
-        if self._wraps or self._version < 5:
+        if self._rule.wraps or not self._rule.dep_pool:
             checked = self._checked
             for line, r in enumerate(raws, first):
                 checked(r, line, out)
@@ -276,7 +346,56 @@ class Decoder:
             start = nl + 1
         return True
 
+    def _scan_ready(self, scanner: LineScanner) -> bool:
+        """The scanner may take the next line: past line 1, no first line held, a file still read; told
+        the metadata (and its rule) when they changed."""
+        if self.line < 1 or self._held is not None or self._dead:
+            return False
+        meta, rule = self.meta, self._rule
+        if self._configured is None or self._configured[0] is not meta or self._configured[1] != rule:
+            rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
+            self._fast = scanner.configure(rule, rings, meta.heap_max if meta is not None else (), self._max_line)
+            self._configured = (meta, rule)
+            scanner.load(self._last, self._raw_heap)
+        return self._fast
+
+    def _scan_lines(self, scanner: LineScanner, buf: bytes, start: int, end: int, out: list[Item]) -> None:
+        """:meth:`_lines` with a scanner: runs of lines it takes, and each line it does not, read here."""
+        pos = start
+        while pos < end:
+            if self._scan_ready(scanner):
+                pos, lines, records = scanner.scan(buf, pos, end, self.line + 1, out)
+                self.line += lines
+                self.records += records
+                if pos >= end:
+                    return
+            nl = buf.index(b"\n", pos, end)
+            self._read_for(scanner, buf[pos:nl], out)
+            pos = nl + 1
+
+    def _read_for(self, scanner: LineScanner, raw: bytes, out: list[Item]) -> None:
+        """One line the scanner did not take, read here on its per-ring state; what it made goes to it."""
+        scanner.export(self._last, self._raw_heap)
+        mark = len(out)
+        self._read(raw, out)
+        scanner.load(self._last, self._raw_heap)
+        scanner.decoded(out, mark)
+
     def _line(self, raw: bytes, out: list[Item]) -> None:
+        scanner = self.scanner
+        if scanner is None:
+            self._read(raw, out)
+            return
+        if self._scan_ready(scanner):
+            _, lines, records = scanner.scan(raw, 0, len(raw), self.line + 1, out)
+            if lines:
+                self.line += 1
+                self.records += records
+                return
+        self._read_for(scanner, raw, out)
+
+    def _read(self, raw: bytes, out: list[Item]) -> None:
+        """One line, read here."""
         self.line += 1
         if raw.endswith(b"\r"):
             raw = raw[:-1]
@@ -353,12 +472,14 @@ class Decoder:
             if m.version < SUPPORTED_VERSIONS.start:
                 self._dead = True
                 self._error(out, 1, "unsupported_version",
-                            f"schema version {m.version} is not supported (versions 4-6 are)")
+                            f"schema version {m.version} is not supported (versions {SUPPORTED_VERSIONS.start}-"
+                            f"{SUPPORTED_VERSIONS.stop - 1} are)")
                 return
             out.append(Problem(1, "newer_version",
-                               f"schema version {m.version} is newer than 6; read as version 6", "warning"))
+                               f"schema version {m.version} is newer than {SUPPORTED_VERSIONS.stop - 1}; read as "
+                               f"version {SUPPORTED_VERSIONS.stop - 1}", "warning"))
         self._version = m.version
-        self._wraps = m.version in (4, 5)
+        self._rule = version_rule(m.version)
         if not m.task_window_max or not m.heap_max:
             out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
                                "warning"))
@@ -420,18 +541,19 @@ class Decoder:
                         f"ring {ring} outside the metadata's rings 0..{rings - 1}")
             return
         dps, dpe = r.dep_pool_start, r.dep_pool_end
-        if self._version >= 5 and (dps is None or dpe is None):
+        rule = self._rule
+        if rule.dep_pool and (dps is None or dpe is None):
             self._error(out, line, "invalid_record",
                         f"missing dep_pool_start/dep_pool_end (required in version {self._version})")
             return
-        if self._version == 4:
+        if not rule.dep_pool:
             dps = dpe = None
         tws, twe, hs, he = r.task_window_start, r.task_window_end, r.heap_start, r.heap_end
         if (tws < 0 or twe < 0 or hs < 0 or he < 0 or r.tensormap < 0
                 or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
             self._error(out, line, "negative_counter", "a counter is negative")
             return
-        wraps = self._wraps
+        wraps = rule.wraps
         if wraps:
             hs, he = self._unroll(ring, hs, he)
         rec = Record(line=line, site=r.site, phase=r.phase, depth=r.depth, ring=ring, task_window_start=tws,

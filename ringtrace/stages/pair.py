@@ -67,6 +67,8 @@ _NOTHING: tuple[PairEvent, ...] = ()
 
 DEPTH_CAP = 63
 """The deepest scope depth the collector keeps (64 open scopes, depths 0..63): see the module docstring."""
+NEST = 66
+"""Depths :class:`Pairer` follows nested scopes at (0..65: the runtime's 0..64, and one past it)."""
 
 
 class CappedSummary(RunSummary, frozen=True):
@@ -165,7 +167,7 @@ class Pairer:
         self._sites: set[str] = set()  # every site that began (``RunSummary.sites``)
         # by depth, for an open scope with closed nested scopes on its own ring: [its begin, the record
         # up to which its ring's allocation is accounted for, the record at its own first allocation or None]
-        self._nest: list[list[Record | None] | None] = [None] * 66
+        self._nest: list[list[Record | None] | None] = [None] * NEST
         self.records = 0
         self.scopes = 0
         self.unmatched_begins = 0

@@ -4,11 +4,10 @@ The caller (the file reader for ``summary``/``convert``, the tailer for ``watch`
 file and the clock; it calls :meth:`Run.feed` with each chunk in order and :meth:`Run.finish`
 once, with the reason the run ended.  Nothing here blocks or raises for bad data.
 
-Where the compiled core was built (:data:`ringtrace.stages.core.COMPILED`), a run reads through it: the
-same items, events and summaries as the pure-Python stages, with no :class:`Record` or event object
-made unless the sinks read them (``wants``).  When a sink wants the run's bands (``wants.bands``: the report),
-the compiled pairer folds them as it pairs; on the pure path :class:`ringtrace.stages.bands.Folder` folds them
-from the records and events; ``RunFinished.bands`` carries them.
+A run reads through a :class:`ringtrace.stages.reader.Reader`: the compiled core where it was built
+(:data:`ringtrace.stages.core.COMPILED`), with no :class:`Record` or event object made unless the sinks read
+them (``wants``), else the pure-Python stages; the same items, events, summaries and bands either way
+(``wants.bands``: the report's, which ``RunFinished.bands`` carries).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, cast
 from ringtrace.analysis.advise import advise
 from ringtrace.model.records import (
     WANT_ALL,
-    Bands,
     Finding,
     FinishReason,
     HostLog,
@@ -37,12 +35,10 @@ from ringtrace.model.records import (
     Wants,
 )
 from ringtrace.sources.paths import labels_for
-from ringtrace.stages import core
-from ringtrace.stages.bands import Folder
-from ringtrace.stages.core import LinkedDecoder
-from ringtrace.stages.decode import Decoder, Item
+from ringtrace.stages.decode import Decoder
 from ringtrace.stages.diagnose import Thresholds, describe_log, diagnose, wedge_causes
 from ringtrace.stages.pair import Pairer
+from ringtrace.stages.reader import Reader, Step, reader
 from ringtrace.stages.verdict import verdict_of
 
 if TYPE_CHECKING:
@@ -64,17 +60,7 @@ class Run:
         self.wants = wants
         self.seen_at = seen_at
         self.thresholds = thresholds or Thresholds()
-        self.decoder: Decoder
-        self.pairer: Pairer | _core.Pairer
-        self.folder: Folder | None = None  # the pure path's fold of the bands (the compiled pairer folds its own)
-        if core.COMPILED if compiled is None else compiled:
-            self.pairer = pairer = core.pairer(keep_events=wants.events, bands=wants.bands)
-            self.decoder = LinkedDecoder(pairer, keep_records=wants.records)
-        else:
-            self.decoder = Decoder()
-            self.pairer = Pairer()
-            if wants.bands:
-                self.folder = Folder(wants.bands)
+        self.reader: Reader = reader(wants, compiled)
         self.started = False
         self.problems: list[Problem] = []
         self.bytes = 0
@@ -85,19 +71,24 @@ class Run:
 
     @property
     def meta(self) -> Meta | None:
-        return self.decoder.meta
+        return self.reader.decoder.meta
+
+    @property
+    def decoder(self) -> Decoder:
+        """The reader's decoder: lines, records and parse errors read, held-back bytes."""
+        return self.reader.decoder
+
+    @property
+    def pairer(self) -> Pairer | _core.Pairer:
+        return self.reader.pairer
 
     def feed(self, chunk: bytes) -> list[SinkEvent]:
         """Decode and pair ``chunk``; returns RunStarted (once) and a RunProgress when anything happened."""
         self.bytes += len(chunk)
-        decoder = self.decoder
-        before = decoder.records
-        items = decoder.feed(chunk)
-        read = decoder.records - before
-        paired = -1 if self._linked() is None else read  # the compiled core paired them as it read them
-        if read and len(items) == read and (paired < 0 or cast("LinkedDecoder", decoder).keep_records):
-            return self._progress(cast("list[Record]", items), [], paired)  # records only (the usual chunk)
-        return self._consume(items, paired)
+        step = self.reader.feed(chunk)
+        if step.records and len(step.items) == step.records and self.reader.keeps_records:
+            return self._progress(cast("list[Record]", step.items), [], step)  # records only (the usual chunk)
+        return self._consume(step)
 
     def finish(self, reason: FinishReason, key: str = "") -> list[SinkEvent]:
         """End the run: decode a held-back last line, report wedged scopes, findings and the verdict.
@@ -112,10 +103,7 @@ class Run:
         """
         if self.finished is not None:
             return []
-        cut = reason in ("deleted", "rewritten")
-        before = self.decoder.records
-        items = self.decoder.finish(cut)
-        out = self._consume(items, self.decoder.records - before if self._linked() is not None else -1)
+        out = self._consume(self.reader.finish(cut=reason in ("deleted", "rewritten")))
         if not self.started:
             self.started = True
             out.insert(0, RunStarted(self.source, self.meta, self.seen_at))
@@ -127,7 +115,7 @@ class Run:
         foreign = log is not None and log.runtime_failed and _ran_to_its_end(summary)
         if foreign:
             self.host_log = None
-        findings = diagnose(summary, th, self.pairer.open_usage() if summary.wedged else (), self.host_log,
+        findings = diagnose(summary, th, self.reader.open_usage() if summary.wedged else (), self.host_log,
                             reason)
         if foreign and log is not None:
             how = ("not read with it (the file was named alone: name its folder to see both runs)" if self.alone
@@ -144,7 +132,7 @@ class Run:
                                     advice=advise(summary, th.headroom, path=self.source.path,
                                                   labels=self.source.labels, host_log=self.host_log),
                                     key=key, wedge_causes=causes, last_line=self.last_line, seen_at=self.seen_at,
-                                    verdict=verdict, bands=self._bands())
+                                    verdict=verdict, bands=self.reader.bands())
         out.append(self.finished)
         if foreign and log is not None and not self.alone:
             out.extend(log_only_run(log, th, f"{key}#log" if key else ""))
@@ -152,31 +140,17 @@ class Run:
 
     def summary(self, finished: bool = False) -> RunSummary:
         """A snapshot; ``finished`` reports still-open scopes as wedged."""
-        return self.pairer.summary(self.decoder.parse_errors, finished)
+        return self.reader.summary(finished)
 
-    def _bands(self) -> Bands | None:
-        """The run's bands, when the sinks want them (``wants.bands``)."""
-        if self.folder is not None:
-            return self.folder.bands()
-        linked = self._linked()
-        return linked.bands() if linked is not None else None
-
-    def _linked(self) -> _core.Pairer | None:
-        """The compiled pairer the decoder pairs into as it decodes, or None (the pure path: Run pairs)."""
-        decoder = self.decoder
-        return decoder.pairer if isinstance(decoder, LinkedDecoder) else None
-
-    def _consume(self, items: list[Item], paired: int = -1) -> list[SinkEvent]:
-        """``items`` in order; ``paired`` >= 0: the decoder already paired that many records (the
-        compiled path), which are among ``items`` only when the sinks read records."""
+    def _consume(self, step: Step) -> list[SinkEvent]:
+        """A step's items in order: RunStarted at the metadata, the problems kept and counted."""
         out: list[SinkEvent] = []
         records: list[Record] = []
         problems: list[Problem] = []
-        for item in items:
+        for item in step.items:
             if type(item) is Record:
                 records.append(item)
             elif isinstance(item, Meta):
-                self.pairer.meta = item
                 if not self.started:
                     self.started = True
                     out.append(RunStarted(self.source, item, self.seen_at))
@@ -184,29 +158,18 @@ class Run:
                 problems.append(item)
                 if len(self.problems) < KEEP_PROBLEMS:
                     self.problems.append(item)
-        out += self._progress(records, problems, paired)
+        out += self._progress(records, problems, step)
         return out
 
-    def _progress(self, records: list[Record], problems: list[Problem], paired: int = -1) -> list[SinkEvent]:
-        """Pair ``records`` (unless ``paired`` >= 0: see :meth:`_consume`); RunStarted if not yet sent, and a
-        RunProgress when anything happened."""
+    def _progress(self, records: list[Record], problems: list[Problem], step: Step) -> list[SinkEvent]:
+        """RunStarted if not yet sent, and a RunProgress when anything happened."""
         out: list[SinkEvent] = []
-        linked = self._linked() if paired >= 0 else None
-        if linked is None:
-            events = self.pairer.push_many(records)
-            read = len(records)
-            if records:
-                self.last_line = records[-1].line
-            if self.folder is not None:
-                self.folder.push(records, events, self.meta)
-        else:
-            events = linked.take_events()
-            read = paired
-            if read:
-                self.last_line = linked.last_line
-        if read and not self.started:
-            self.started = True
-            out.append(RunStarted(self.source, self.meta, self.seen_at))
+        read, events = step.records, step.events
+        if read:
+            self.last_line = self.reader.last_line
+            if not self.started:
+                self.started = True
+                out.append(RunStarted(self.source, self.meta, self.seen_at))
         if read or events or problems:
             wants = self.wants
             out.append(RunProgress(self.source, tuple(records) if wants.records else (),

@@ -35,7 +35,7 @@ from ringtrace.model.records import (
 )
 from ringtrace.stages import core
 from ringtrace.stages.bands import Folder
-from ringtrace.stages.decode import MAX_LINE, Decoder
+from ringtrace.stages.decode import MAX_LINE, VERSIONS, Decoder
 from ringtrace.stages.pair import Pairer
 from ringtrace.stages.run import Run
 from tests._support.mixed import chunks, cuts, metas, mixed_files, records
@@ -93,7 +93,7 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
     ref_items = [reference.feed(piece) for piece in pieces] + [reference.finish(cut)]
 
     # the scanner alone: the same items, counters and held-back bytes as the Python decoder
-    alone = core.LinkedDecoder(None, max_line=max_line)
+    alone = core.linked_decoder(None, max_line=max_line)
     assert [alone.feed(piece) for piece in pieces] + [alone.finish(cut)] == ref_items
     assert (alone.line, alone.records, alone.parse_errors, alone.meta, alone.pending) == \
         (reference.line, reference.records, reference.parse_errors, reference.meta, reference.pending)
@@ -102,7 +102,7 @@ def test_decoders_and_pairers_agree_chunk_by_chunk(data: bytes, rnd: random.Rand
     for keep_records in (True, False):
         reference, pairer = Decoder(max_line), Pairer()
         compiled = core.pairer()
-        linked = core.LinkedDecoder(compiled, keep_records=keep_records, max_line=max_line)
+        linked = core.linked_decoder(compiled, keep_records=keep_records, max_line=max_line)
         for i in range(len(pieces) + 1):
             last = i == len(pieces)
             items = reference.finish(cut) if last else reference.feed(pieces[i])
@@ -187,13 +187,13 @@ def test_the_scanner_takes_the_runtime_lines_and_nothing_else() -> None:
     from ringtrace.stages import _core  # built (the fixture above)
 
     scanner = _core.Scanner()
-    assert scanner.configure(6, 4, (), MAX_LINE)
+    assert scanner.configure(*VERSIONS[6], 4, (), MAX_LINE)
     out: list[object] = []
     assert scanner.scan(good + b"\n" + good, 0, 2 * len(good) + 1, 2, out) == (2 * len(good) + 1, 2, 2)
     assert len(out) == 2 and isinstance(out[0], Record) and out[1].line == 3  # type: ignore[attr-defined]
     for other in others:
         fresh = _core.Scanner()
-        fresh.configure(6, 4, (), MAX_LINE)
+        fresh.configure(*VERSIONS[6], 4, (), MAX_LINE)
         assert fresh.scan(other + b"\n", 0, len(other) + 1, 2, []) == (0, 0, 0), other
 
 
@@ -206,6 +206,6 @@ def test_ringtrace_pure_selects_the_pure_path() -> None:
                           check=True).stdout.strip() == "True"
     assert subprocess.run([sys.executable, "-c", probe], env={**env, core.PURE_ENV: "1"}, capture_output=True,
                           text=True, check=True).stdout.strip() == "False"
-    assert isinstance(Run(Source("x"), compiled=True).decoder, core.LinkedDecoder)
-    assert type(Run(Source("x"), compiled=False).decoder) is Decoder
-    assert isinstance(Run(Source("x")).decoder, core.LinkedDecoder) == core.COMPILED
+    assert isinstance(Run(Source("x"), compiled=True).decoder.scanner, core.Linked)
+    assert Run(Source("x"), compiled=False).decoder.scanner is None
+    assert isinstance(Run(Source("x")).decoder.scanner, core.Linked) == core.COMPILED

@@ -175,8 +175,8 @@ def test_fed_whole_or_in_chunks_reads_like_line_by_line(file: tuple[bytes, int],
 
     # the batch pairer and Run see the same: events, and the summary
     ref_events, ref_summary = _pair_each(reference, ref_dec.parse_errors)
-    run = Run(Source("f"))
-    run.decoder = Decoder(max_line)
+    run = Run(Source("f"), compiled=False)
+    run.reader.decoder = Decoder(max_line)
     run_events: list[PairEvent] = []
     bounds = [0, *cuts, len(raw)]
     for a, b in itertools.pairwise(bounds):

@@ -24,7 +24,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tables.h" /* ringtrace/stages/_core_src: the constants shared with Python, from its tables */
+
 typedef __int128 i128;
+
+/* put_record reads a Record's three pairs of counters by name: a fourth resource needs its pair there too */
+_Static_assert(RT_RESOURCES == 3, "the encoder writes three resources (put_record: tws..dpe)");
 
 /* -- the wire (_wire.py) ------------------------------------------------------------------------ */
 
@@ -44,7 +49,7 @@ typedef __int128 i128;
 #define IID_DEPTH 1              /* _wire.IID_DEPTH, IID_LINE, IID_USAGE */
 #define IID_LINE 2
 #define IID_USAGE 3
-#define RESOURCES 3              /* task_window, heap, dep_pool: Scope.usage's length */
+#define RESOURCES RT_RESOURCES   /* Scope.usage's length (tables.h, from model/runtime.TABLE) */
 #define PACKET_FIXED 2           /* len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT) */
 
 /* -- the bound types and their field slots ------------------------------------------------------ */
