@@ -219,7 +219,6 @@ def test_recording_rules_join_the_ranks_across_nodes(timeline: Timeline) -> None
 NOT_IN_CLUSTER = {
     ("ringtrace-overview.json", "Runs with dropped records"): "no rank drops records",
     ("ringtrace-overview.json", "Errors per second"): "no unreadable line (target A; B: every sink's count, 0)",
-    ("ringtrace-run.json", "Dropped records"): "no rank drops records",
     ("ringtrace-run.json", "Recommended capacity"): "the agents run without --metrics-advice, its default",
 }
 """Panels reading series the cluster's runs do not make: tests/e2e/test_prometheus_server.py has data for them."""
