@@ -27,6 +27,7 @@ the shipped ones, so the latencies measured are the shipped ones.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -281,6 +282,18 @@ class Prometheus:
 
     def alerts(self) -> list[dict[str, Any]]:
         return list(self._api("/api/v1/alerts")["alerts"])
+
+    def evaluated_after(self, group: str, t: float) -> float | None:
+        """When the rule group ``group`` was last evaluated (Unix seconds), if that was after ``t``; else None.
+        Groups are evaluated apart, each at its own offset in the interval: a rule another group reads may lag."""
+        for g in self._api("/api/v1/rules")["groups"]:
+            if g["name"] == group:
+                stamp = g["lastEvaluation"].rstrip("Z")
+                day, _, frac = stamp.partition(".")
+                when = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC).timestamp()
+                when += float("0." + frac) if frac else 0.0
+                return when if when > t else None
+        raise KeyError(group)
 
 
 class Alertmanager:

@@ -257,7 +257,10 @@ def test_the_cluster_view_shows_the_failed_run(timeline: Timeline) -> None:
     c = timeline.cluster
     prom = c.prometheus
     assert prom is not None
-    at = timeline.failed_paged.at
+    # the view's verdict counts are the ringtrace-cluster group's rules, evaluated apart from the alerts' group:
+    # at the page they may still be an evaluation behind, so read them at that group's first evaluation after it
+    at = poll("the cluster rules evaluated after the page",
+              lambda: prom.evaluated_after("ringtrace-cluster", timeline.failed_paged.at), timeout=60)
     by_title = {q.title: q.expr for q in queries() if q.dashboard == "ringtrace-cluster.json"}
 
     def ask(title: str) -> list[dict[str, Any]]:
