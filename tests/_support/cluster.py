@@ -283,16 +283,19 @@ class Prometheus:
     def alerts(self) -> list[dict[str, Any]]:
         return list(self._api("/api/v1/alerts")["alerts"])
 
-    def evaluated_after(self, group: str, t: float) -> float | None:
-        """When the rule group ``group`` was last evaluated (Unix seconds), if that was after ``t``; else None.
-        Groups are evaluated apart, each at its own offset in the interval: a rule another group reads may lag."""
+    def first_evaluation_after(self, group: str, t: float) -> float | None:
+        """The time of the rule group ``group``'s first evaluation after ``t`` (Unix seconds), once it happened
+        (None before).  Groups are evaluated apart, each at its own offset in its interval: a rule another group
+        reads may be an evaluation behind it, so a check of one group's rules at another's moment waits for this."""
         for g in self._api("/api/v1/rules")["groups"]:
             if g["name"] == group:
-                stamp = g["lastEvaluation"].rstrip("Z")
-                day, _, frac = stamp.partition(".")
-                when = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC).timestamp()
-                when += float("0." + frac) if frac else 0.0
-                return when if when > t else None
+                day, _, frac = g["lastEvaluation"].rstrip("Z").partition(".")
+                last = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC).timestamp()
+                last += float("0." + frac) if frac else 0.0
+                if last <= t:
+                    return None
+                interval = float(g["interval"])
+                return last - ((last - t) // interval) * interval  # ticks are a fixed interval apart
         raise KeyError(group)
 
 
