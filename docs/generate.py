@@ -100,8 +100,8 @@ def _feed(sink: PrometheusSink, data: bytes, run: str, **final: object) -> None:
 def exposition() -> str:
     """The exposition of a sink that has seen every kind of series: the sample runs, a failed run,
     a run with advice, a bad line, a run still open, and every collector the watch service registers."""
-    from ringtrace.reading.oneshot import read_files
-    from ringtrace.stages.diagnose import Thresholds
+    from ringtrace.config import Thresholds
+    from ringtrace.gather.oneshot import read_files
 
     sink = PrometheusSink(sink_errors=lambda: {"perfetto-dir": 0}, advice=True,
                           reader=lambda: {"files_watched": 0, "read_errors": 0, "in_flight_bytes": 0})

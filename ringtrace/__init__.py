@@ -16,10 +16,11 @@ The exporters live in ``ringtrace.sinks.*`` and are imported on demand (they pul
 prometheus-client, OpenTelemetry and protobuf).
 """
 
-from ringtrace.config import Config
+from ringtrace.config import Config, Thresholds
 from ringtrace.config import build as build_config
-from ringtrace.hostlog.match import match_logs
-from ringtrace.hostlog.parse import HostLogParser, log_only_run
+from ringtrace.gather.oneshot import read_files
+from ringtrace.gather.pairing import match_logs
+from ringtrace.hostlog.parse import HostLogParser
 from ringtrace.model.records import (
     Finding,
     HostLog,
@@ -35,12 +36,11 @@ from ringtrace.model.records import (
     Source,
     Usage,
 )
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.stages.decode import Decoder
-from ringtrace.stages.diagnose import Thresholds, diagnose
+from ringtrace.stages.diagnose import diagnose
 from ringtrace.stages.pair import Pairer
-from ringtrace.stages.run import Run
+from ringtrace.stages.run import Run, log_only_run
 
 __all__ = [
     "Config",

@@ -19,9 +19,34 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import msgspec
 
 from ringtrace.model.records import RESOURCES
-from ringtrace.stages.diagnose import Thresholds
 
 ENV_PREFIX = "RINGTRACE_"
+PURE_ENV = ENV_PREFIX + "PURE"
+
+
+def pure_path(env: Mapping[str, str] | None = None) -> bool:
+    """``RINGTRACE_PURE=1``: every compiled part (the reading core, the Perfetto encoder) is passed over for its
+    pure-Python reference.  Read once by each part's switch when it is imported (``stages.core.COMPILED``, the
+    Perfetto records' ``COMPILED``): which code reads is chosen for the process, not per run."""
+    return (os.environ if env is None else env).get(PURE_ENV, "") == "1"
+
+
+class Thresholds(msgspec.Struct, frozen=True):
+    """Ratios (of capacity) that turn figures into findings."""
+
+    near: float = 0.8
+    """A ring resource at or above this share of its capacity is near capacity (also: the tensormap,
+    and a wedged scope's own task-window allocation for SCOPE_DEADLOCK)."""
+    idle: float = 0.05
+    """A ring whose proven need is at most this share of the loaded ring's counts as idle (auto-scope collapse)."""
+    wedge: float = 0.5
+    """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
+    this share at the last sample (which is taken before the last submissions, so below ``near``)."""
+    headroom: float = 0.1
+    """The share ``advise`` adds over a proven need: every run's advice (summary JSON, events, the
+    Prometheus recommended capacity) uses the configured ``--headroom``."""
+
+
 _THRESHOLDS = Thresholds()
 """The thresholds' defaults, which :class:`Thresholds` states once."""
 

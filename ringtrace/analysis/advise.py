@@ -9,7 +9,7 @@ Evidence, combined and never invented (the format doc's "Sizing facts"):
   wedged file without a log, for the resource its diagnosis names.  The other resources of that
   run learn nothing.  A dep-pool report names no ring: it is pinned on the one ring it can be
   (the only one in use whose bracket holds C, or the one the advice measured at exactly C);
-* the records prove lower bounds (``ringtrace.analysis.need``): what one open scope's tasks held,
+* the records prove lower bounds (``ringtrace.stages.need``): what one open scope's tasks held,
   one task's block, the dep-pool entries of a ring's first 64 tasks.  Occupancy never is a need;
 * codes that sizing cannot fix (program or runtime errors) give no RunConfig.
 
@@ -39,7 +39,6 @@ from typing import Literal
 
 import msgspec
 
-from ringtrace.analysis.need import dep_pool_estimate, proven_need
 from ringtrace.model.records import (
     Advice,
     Basis,
@@ -68,6 +67,7 @@ from ringtrace.model.runtime import (
     sizing_resource,
 )
 from ringtrace.sources.paths import run_folder
+from ringtrace.stages.need import dep_pool_estimate, proven_need
 
 DEFAULT_HEADROOM = 0.1
 CLOSE = 1.25

@@ -28,9 +28,10 @@ from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.overview import (
     render_overview,
 )
+from ringtrace.cli.text import Column, print_table, sentence
 from ringtrace.config import Config
+from ringtrace.gather import unreadable
 from ringtrace.model.records import RunAdvice, RunFinished
-from ringtrace.report.text import Column, print_table, sentence
 
 
 def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
@@ -40,10 +41,7 @@ def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
 def evidence(fin: RunFinished) -> bool:
     """A run advise may size from: a run known from its host log alone, or a readable file holding records or
     paired with a host log that reports a failure (an empty, unreadable or metadata-only file proves nothing)."""
-    from ringtrace.cli.common import unreadable
-    from ringtrace.hostlog.parse import is_log_only
-
-    if is_log_only(fin):
+    if fin.log_only:
         return True
     return not unreadable(fin) and (fin.summary.records > 0 or (fin.host_log is not None and fin.host_log.failed))
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from ringtrace.analysis.need import proven_need
-from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
+from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles, display_path
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
-from ringtrace.cli.common import unreadable as _unreadable
+from ringtrace.cli.expect import ExpectError, expect_reasons, parse_expect
 from ringtrace.cli.overview import glance
+from ringtrace.cli.text import sentence
 from ringtrace.config import Config
-from ringtrace.hostlog import plan as hostlog_cli
-from ringtrace.hostlog.parse import is_log_only
+from ringtrace.gather import unreadable as _unreadable
 from ringtrace.model.records import RunFinished
 from ringtrace.model.runtime import fmt_amount
-from ringtrace.report.text import sentence
+from ringtrace.stages.need import proven_need
 
 
 def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
@@ -38,25 +37,25 @@ def check_failures(fin: RunFinished, cfg: Config) -> list[str]:
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     try:
-        expect = hostlog_cli.parse_expect(args.expect) if args.expect else None
-    except hostlog_cli.ExpectError as e:
+        expect = parse_expect(args.expect) if args.expect else None
+    except ExpectError as e:
         _err(io.err, str(e))
         return EXIT_INPUT
     summary, ok = _read(args.paths, cfg, [], io, args.host_logs)
     failed = False
-    verdicts = {id(fin): check_failures(fin, cfg) + hostlog_cli.expect_reasons(fin, expect) for fin in summary.finished}
+    verdicts = {id(fin): check_failures(fin, cfg) + expect_reasons(fin, expect) for fin in summary.finished}
     glance(io.out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # a line each below
     for fin in summary.finished:
         reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)
         # without its metadata line (fatal flag, capacities) a file cannot be assessed: never "ok"
-        unassessed = _unreadable(fin) or (fin.summary.meta is None and not is_log_only(fin))
+        unassessed = _unreadable(fin) or (fin.summary.meta is None and not fin.log_only)
         if unassessed:
             ok = False
             if not _unreadable(fin):
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
-        io.out.print(f"{status} {hostlog_cli.display_path(fin)}", markup=False, highlight=False,
+        io.out.print(f"{status} {display_path(fin)}", markup=False, highlight=False,
                      soft_wrap=True)  # one line, whatever its length: a path is never broken (grep FAIL)
         for reason in reasons:  # sentences, wrapped at the console's width
             sentence(io.out, reason)

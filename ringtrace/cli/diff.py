@@ -15,9 +15,9 @@ from ringtrace.analysis.advise import (
 )
 from ringtrace.analysis.diff import RingSide, TreeDiff
 from ringtrace.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, Consoles
+from ringtrace.cli.text import Column, print_table, sentence
 from ringtrace.config import Config
 from ringtrace.model.records import Finding
-from ringtrace.report.text import Column, print_table, sentence
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:

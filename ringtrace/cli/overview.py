@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ringtrace.analysis.advise import action
-from ringtrace.analysis.need import proven_need
+from ringtrace.cli.text import Column, print_trimmed, table_widths
 from ringtrace.model.records import Advice, RunAdvice, RunFinished
-from ringtrace.report.text import Column, print_trimmed, table_widths
 from ringtrace.sources.paths import distinct_names, run_folder
+from ringtrace.stages.need import proven_need
 
 
 def problem_counts(fin: RunFinished) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import err_line as _err
 from ringtrace.cli.common import read_inputs as _read
 from ringtrace.config import Config
-from ringtrace.sources.files import write_atomic
+from ringtrace.files import write_atomic
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:

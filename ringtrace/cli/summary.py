@@ -8,8 +8,8 @@ import sys
 
 from ringtrace.cli.common import EXIT_INPUT, EXIT_OK, Consoles
 from ringtrace.cli.common import read_inputs as _read
-from ringtrace.cli.common import unreadable as _unreadable
 from ringtrace.config import Config
+from ringtrace.gather import unreadable as _unreadable
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
@@ -18,7 +18,7 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
         sys.stdout.write(json.dumps(summary.to_json(), indent=1) + "\n")
     else:  # the tables' modules (rich.table, the report package) only when tables are printed
         from ringtrace.cli.overview import glance
-        from ringtrace.report.text import render_run
+        from ringtrace.cli.text import render_run
 
         readable = [f for f in summary.finished if not _unreadable(f)]  # the others: one line on stderr
         for fin in glance(io.out, readable, args.details):

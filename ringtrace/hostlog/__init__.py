@@ -1,3 +1,3 @@
 """The runtime's host log: :mod:`.parse` (bytes -> :class:`~ringtrace.model.records.HostLog`, pure,
-streaming), :mod:`.match` (which run a log belongs to, pure), :mod:`.read` (a log file read whole or at its
-edges, blocking: the caller's thread) and :mod:`.plan` (the one-shot commands' logs: found, read, matched)."""
+streaming) and :mod:`.read` (a log file read whole or at its edges, blocking: the caller's thread).  Which
+logs a read uses and which run each belongs to: :mod:`ringtrace.gather`."""

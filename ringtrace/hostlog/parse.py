@@ -42,11 +42,9 @@ from ringtrace.model.records import (
     HostLog,
     Problem,
     RingSizes,
-    RunFinished,
     Severity,
 )
 from ringtrace.model.runtime import RESOURCES, error_name
-from ringtrace.stages.run import log_only_run as log_only_run  # the one place that makes a log-only run
 
 MAX_LINE = 64 << 10
 """Longer lines are cut to this many bytes before matching (a log line worth reading is short)."""
@@ -489,8 +487,3 @@ def parse_host_log(path: str, data: bytes) -> tuple[HostLog, ...]:
     p = HostLogParser(path)
     p.feed(data)
     return p.finish()
-
-
-def is_log_only(fin: RunFinished) -> bool:
-    """``fin`` is a run known from its host log alone."""
-    return not fin.source.path and fin.host_log is not None

@@ -402,7 +402,7 @@ class RunFinished(msgspec.Struct, frozen=True):
     reason: FinishReason
     problems: tuple[Problem, ...] = ()  # the first problems of the run (all are counted in the summary)
     host_log: HostLog | None = None  # the runtime's host log matched to this run (``source.path`` "" : log only)
-    advice: RunAdvice | None = None  # ring sizing from this run alone (``ringtrace.analysis.advise``, default headroom)
+    advice: RunAdvice | None = None  # ring sizing (``ringtrace.analysis.advise``): this run's alone, or its program's
     key: str = ""  # the run's identity across restarts (path + file identity at the finish); "" when unknown
     wedge_causes: tuple[WedgeCause, ...] = ()  # one per ``summary.wedged`` scope, outermost first
     last_line: int = 0  # the line of the run's last record (0: none)
@@ -410,6 +410,11 @@ class RunFinished(msgspec.Struct, frozen=True):
     verdict: Verdict = NOT_ASSESSED  # the one verdict (``ringtrace.stages.verdict``)
     content_key: str = ""  # the run's identity under any name (file identity, content and mtime, no path); watch only
     bands: Bands | None = None  # the run's bounded picture, when a sink wants it (``Wants.bands``)
+
+    @property
+    def log_only(self) -> bool:
+        """A run known from its host log alone (no scope_stats file)."""
+        return not self.source.path and self.host_log is not None
 
 
 class RingSizes(msgspec.Struct, frozen=True):

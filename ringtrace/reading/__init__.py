@@ -1,4 +1,4 @@
-"""Reading runs: :mod:`.oneshot` (whole files, synchronously: ``summary``, ``check``, ``convert``,
-``report``, ``advise``, all through ``ringtrace.cli.common``), and the live agent: :mod:`.tail` (the
-tailer, followers, watchers; reader thread), :mod:`.app` (the event loop, the task group, bounded queues)
-and :mod:`.service` (the sinks and the metrics server assembled from the configuration)."""
+"""The live agent (``watch``, ``demo``): :mod:`.tail` (the tailer, followers, watchers; reader thread; host
+logs paired by :mod:`ringtrace.gather.pairing`'s rules), :mod:`.app` (the event loop, the task group, bounded
+queues), :mod:`.service` (the sinks and the metrics server assembled from the configuration) and
+:mod:`.registry` (every sink declared once).  The one-shot commands read through :mod:`ringtrace.gather`."""

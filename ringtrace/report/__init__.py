@@ -27,12 +27,12 @@ from typing import Any
 import msgspec
 
 from ringtrace.analysis.advise import RunFacts, advise_programs, with_program_advice
+from ringtrace.files import newest, path_hash, write_atomic
 from ringtrace.model.records import Labels, RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
 from ringtrace.report._sizing import program_data
 from ringtrace.report._source import Picture, resources_data, source_data
 from ringtrace.sinks.base import Sink
-from ringtrace.sources.files import newest, path_hash, write_atomic
 from ringtrace.sources.paths import distinct_names, run_folder
 
 WIDTH = 600

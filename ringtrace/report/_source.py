@@ -9,7 +9,7 @@ the records: per ring and resource the occupancy, head - tail at every record, a
 * ``file``: the run's ``summary --format json`` file object, as is (the page's numbers are those; its
   ``verdict`` is the run's one :class:`~ringtrace.model.records.Verdict`, rendered, never re-decided);
 * ``charts``: one per ring and resource that moved (``unused`` lists the others), each with its capacity,
-  the proven need (:func:`ringtrace.analysis.need.proven_need`, the "use" shown; occupancy is never a need),
+  the proven need (:func:`ringtrace.stages.need.proven_need`, the "use" shown; occupancy is never a need),
   the columns, and the marks: the peak scope and, on the chart the verdict names, the wedge;
 * ``failure``: the ring's state at the failure, from the host log's deadlock report (a failed run on the
   runtime's simulator has no records: this is its picture); None when the log states none.
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RESOURCES, Deadlock, HostLog, Peak, RunFinished
 from ringtrace.model.runtime import RINGS, SINCE_VERSION, TABLE, error_name
 from ringtrace.sinks.summary import file_object
 from ringtrace.stages.bands import Series
+from ringtrace.stages.need import proven_need
 
 
 class Picture:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.base import Sink
+from ringtrace.stages.need import proven_need
 
 
 def worst(fin: RunFinished) -> str:

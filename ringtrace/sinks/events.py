@@ -57,10 +57,10 @@ from typing import IO, TYPE_CHECKING
 
 import msgspec
 
+from ringtrace.files import write_atomic_fd
 from ringtrace.model.records import WANT_SUMMARIES, RunFinished, SinkEvent
 from ringtrace.sinks.base import Sink
 from ringtrace.sinks.summary import file_object
-from ringtrace.sources.files import write_atomic_fd
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -1,4 +1,4 @@
-"""The summary sink: finished runs -> the per-file JSON object (the readable table is ``report.text``).
+"""The summary sink: finished runs -> the per-file JSON object (the readable table is ``cli.text``).
 
 ``file_object`` is the one JSON shape of a finished run, shared by ``summary --format json``
 and the events sink.  The sink keeps only :class:`RunFinished` events (O(files) memory).
@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 
 from ringtrace.analysis.advise import advice_json
-from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RESOURCES, WANT_SUMMARIES, HostLog, Problem, RunFinished, SinkEvent, Verdict
 from ringtrace.sinks.base import Sink
+from ringtrace.stages.need import proven_need
 
 
 def _ratio(x: float | None) -> float | None:

@@ -14,7 +14,7 @@ What a read's inputs are (:func:`find_inputs`, for ``summary``, ``check``, ``con
 
 * a directory is walked once, recursively: its scope_stats files (:func:`is_scope_stats`) and its
   ``*.log`` files (:data:`LOG_SUFFIX`; whether one is a host log is decided by parsing it, in
-  :mod:`ringtrace.hostlog.plan`);
+  :mod:`ringtrace.gather.plan`);
 * a file is a scope_stats file when its name says so (:func:`is_scope_stats`, or any ``*.jsonl``) or,
   unless it is named ``*.log``, when its first bytes are a JSON object (after a UTF-8 byte order mark
   and white space); anything else given as a file (a ``*.log``, binary data, text) may be a host log

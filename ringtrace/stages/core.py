@@ -18,9 +18,9 @@ one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
+from ringtrace.config import pure_path
 from ringtrace.model.records import (
     Abandoned,
     Band,
@@ -48,11 +48,7 @@ else:
                OpenScope=OpenScope, Peak=Peak, TensormapPeak=TensormapPeak, RunSummary=RunSummary,
                CappedSummary=CappedSummary, Band=Band, Bands=Bands)
 
-PURE_ENV = "RINGTRACE_PURE"
-PURE = os.environ.get(PURE_ENV, "") == "1"
-"""``RINGTRACE_PURE=1``: every compiled part (this core, the Perfetto encoder) is passed over for its
-pure-Python reference."""
-COMPILED = BUILT and not PURE
+COMPILED = BUILT and not pure_path()
 """Read through the compiled core (the default where it was built); ``RINGTRACE_PURE=1``: the pure path."""
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
-from ringtrace.analysis.need import proven_need
+from ringtrace.config import Thresholds
 from ringtrace.model.records import (
     RESOURCES,
     Deadlock,
@@ -29,22 +27,7 @@ from ringtrace.model.records import (
 from ringtrace.model.runtime import ERROR_CODES, error_name
 from ringtrace.model.runtime import fmt_amount as fmt_amount
 from ringtrace.stages.findings import BY_NAME
-
-
-class Thresholds(msgspec.Struct, frozen=True):
-    """Ratios (of capacity) that turn figures into findings."""
-
-    near: float = 0.8
-    """A ring resource at or above this share of its capacity is near capacity (also: the tensormap,
-    and a wedged scope's own task-window allocation for SCOPE_DEADLOCK)."""
-    idle: float = 0.05
-    """A ring whose proven need is at most this share of the loaded ring's counts as idle (auto-scope collapse)."""
-    wedge: float = 0.5
-    """A wedge is blamed on the fullest resource of its ring only when that resource is at or above
-    this share at the last sample (which is taken before the last submissions, so below ``near``)."""
-    headroom: float = 0.1
-    """The share ``advise`` adds over a proven need: every run's advice (summary JSON, events, the
-    Prometheus recommended capacity) uses the configured ``--headroom``."""
+from ringtrace.stages.need import proven_need
 
 
 def _pct(ratio: float | None) -> str:

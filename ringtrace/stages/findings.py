@@ -35,7 +35,7 @@ RULES: tuple[Rule, ...] = (
          "problem"),
     Rule("fatal", "error", True, "the metadata's fatal flag",
          "a fatal was latched mid-run (\"fatal\": true): records after it are diagnostic only"),
-    Rule("no_headroom", "warning", False, "a need the records prove (ringtrace.analysis.need)",
+    Rule("no_headroom", "warning", False, "a need the records prove (ringtrace.stages.need)",
          "the records prove a need equal to the ring's capacity (a window of N holds N - 1): the run completed "
          "with nothing to spare; a longer run needs more"),
     Rule("near_capacity", "warning", False, "a need the records prove, or the tensormap's peak",

@@ -12,10 +12,11 @@ them (``wants``), else the pure-Python stages; the same items, events, summaries
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePath
 from typing import TYPE_CHECKING, cast
 
-from ringtrace.analysis.advise import advise
+from ringtrace.config import Thresholds
 from ringtrace.model.records import (
     WANT_ALL,
     Finding,
@@ -25,6 +26,7 @@ from ringtrace.model.records import (
     Meta,
     Problem,
     Record,
+    RunAdvice,
     RunFinished,
     RunProgress,
     RunStarted,
@@ -36,7 +38,7 @@ from ringtrace.model.records import (
 )
 from ringtrace.sources.paths import labels_for
 from ringtrace.stages.decode import Decoder
-from ringtrace.stages.diagnose import Thresholds, describe_log, diagnose, wedge_causes
+from ringtrace.stages.diagnose import describe_log, diagnose, wedge_causes
 from ringtrace.stages.pair import Pairer
 from ringtrace.stages.reader import Reader, Step, reader
 from ringtrace.stages.verdict import verdict_of
@@ -47,15 +49,21 @@ if TYPE_CHECKING:
 KEEP_PROBLEMS = 100
 """Problems kept for the final report; all are counted."""
 
+Advisor = Callable[[RunSummary, float, str, Labels, "HostLog | None"], RunAdvice]
+"""What makes a finished run's advice from its summary, the headroom, its path, labels and host log
+(:func:`ringtrace.analysis.advise.advise`, given by whoever wires the run: sizing is analysis, not a stage);
+without one a run carries no advice."""
+
 
 class Run:
     """Decoder + pairer for one :class:`Source`.  Single-threaded; memory O(depth + kept problems)."""
 
     def __init__(self, source: Source, thresholds: Thresholds | None = None, seen_at: float = 0.0,
                  wants: Wants = WANT_ALL, host_log: HostLog | None = None, alone: bool = False,
-                 compiled: bool | None = None) -> None:
+                 compiled: bool | None = None, advise: Advisor | None = None) -> None:
         """``compiled``: read through the compiled core (True), the pure-Python stages (False), or
-        whichever :data:`ringtrace.stages.core.COMPILED` says (None)."""
+        whichever :data:`ringtrace.stages.core.COMPILED` says (None).  ``advise``: makes the finished run's
+        advice (none without it)."""
         self.source = source
         self.wants = wants
         self.seen_at = seen_at
@@ -68,6 +76,7 @@ class Run:
         self.last_line = 0  # the last record's line
         self.host_log = host_log  # used by finish() only: confirms the wedge, names a failure
         self.alone = alone  # the file was named on its own: another run's log beside it is not reported
+        self.advise = advise
 
     @property
     def meta(self) -> Meta | None:
@@ -129,13 +138,13 @@ class Run:
                              stopped=reason == "shutdown", near=th.near)
         self.finished = RunFinished(self.source, summary, findings, reason, tuple(self.problems),
                                     host_log=self.host_log,
-                                    advice=advise(summary, th.headroom, path=self.source.path,
-                                                  labels=self.source.labels, host_log=self.host_log),
+                                    advice=self.advise(summary, th.headroom, self.source.path, self.source.labels,
+                                                       self.host_log) if self.advise else None,
                                     key=key, wedge_causes=causes, last_line=self.last_line, seen_at=self.seen_at,
                                     verdict=verdict, bands=self.reader.bands())
         out.append(self.finished)
         if foreign and log is not None and not self.alone:
-            out.extend(log_only_run(log, th, f"{key}#log" if key else ""))
+            out.extend(log_only_run(log, th, f"{key}#log" if key else "", self.advise))
         return out
 
     def summary(self, finished: bool = False) -> RunSummary:
@@ -184,7 +193,7 @@ def _ran_to_its_end(s: RunSummary) -> bool:
     return m is not None and m.dropped == 0 and not m.fatal and s.complete and not s.open
 
 
-def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = ""
+def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = "", advise: Advisor | None = None
                  ) -> tuple[RunStarted, RunFinished]:
     """A run known from its host log alone (no scope_stats file): ``source.path`` is "", no records,
     and the findings :func:`ringtrace.stages.diagnose.diagnose` gives the log (``failed`` when it reports one).
@@ -196,7 +205,7 @@ def log_only_run(log: HostLog, thresholds: Thresholds | None = None, key: str = 
     source = Source("", Labels(lab.run, rank, dispatch))
     th = thresholds or Thresholds()
     findings = diagnose(summary, th, (), log)
-    advice = advise(summary, th.headroom, labels=source.labels, host_log=log)  # what the log alone proves
+    advice = advise(summary, th.headroom, "", source.labels, log) if advise else None  # what the log alone proves
     return (RunStarted(source, None),
             RunFinished(source, summary, findings, "eof", (), host_log=log, advice=advice, key=key,
                         verdict=verdict_of(summary, findings, log, near=th.near)))

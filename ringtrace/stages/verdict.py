@@ -14,7 +14,7 @@ Decided in this order (the first that holds):
 6. ``unknown`` — nothing to judge (no metadata line; a log alone that reports no failure), or records were
    dropped: the run's end cannot be told from its records (warning);
 7. ``no_headroom`` / ``near_capacity`` (warning) — completed, and the records prove a need at / near a
-   ring's capacity (``ringtrace.analysis.need``; never occupancy);
+   ring's capacity (``ringtrace.stages.need``; never occupancy);
 8. ``healthy`` (ok) — completed, no proven need near capacity.  A ring that wrapped and reclaimed is no
    finding: reclaim is lazy (the allocator reclaims only when it has to wait), so a wrap says nothing of headroom.
 """
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ringtrace.analysis.need import proven_need
+from ringtrace.config import Thresholds
 from ringtrace.model.records import Finding, HostLog, RunSummary, Verdict, VerdictKind, WedgeCause
 from ringtrace.model.runtime import error_name, fmt_amount, sizing_resource
-from ringtrace.stages.diagnose import Thresholds, describe_log
+from ringtrace.stages.diagnose import describe_log
+from ringtrace.stages.need import proven_need
 
 
 def verdict_of(s: RunSummary, findings: Sequence[Finding], host_log: HostLog | None = None,

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import (
     RunFinished,
     SinkEvent,
     Source,
 )
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 from tests._support.sinks import Collect
 

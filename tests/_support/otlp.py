@@ -26,15 +26,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from ringtrace.config import Thresholds
 from ringtrace.demo import sim
-from ringtrace.reading.oneshot import read_files
+from ringtrace.gather.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol
 from ringtrace.sinks.otlp._export import Attempt
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, WireEncoder, build_spans
 from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests._support.otlp_view import to_readable
 from tests._support.samples import SAMPLES

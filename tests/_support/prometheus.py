@@ -18,11 +18,11 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -24,12 +24,9 @@ from typing import Any, NamedTuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as official
 
-from ringtrace.hostlog import plan as hostlog_plan
+from ringtrace import gather
+from ringtrace.config import Thresholds
 from ringtrace.model.records import SinkEvent
-from ringtrace.reading.oneshot import read_files
-from ringtrace.sinks import FanOut
-from ringtrace.sources.paths import find_inputs
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.otlp_receiver import ReceivedSpan
 from tests._support.prometheus import Series
 from tests._support.samples import SAMPLES
@@ -41,16 +38,13 @@ VERDICT_PATHS: list[Path] = [SAMPLES, *REAL_RUNS]
 
 
 def verdict_events(paths: list[Path], thresholds: Thresholds | None = None) -> list[SinkEvent]:
-    """Every event of ``paths`` as ``summary``/``convert`` read them (``cli.common.read_inputs`` without a
-    console): files with their folders' host logs, then the runs known from a log alone."""
+    """Every event of ``paths`` as ``summary``/``convert`` read them (:func:`ringtrace.gather.read`): files with
+    their folders' host logs, then the runs known from a log alone."""
     names = [str(p) for p in paths]
     th = thresholds or Thresholds()
-    files, plan = hostlog_plan.plan_for_read([], names, find_inputs(names))
-    assert not plan.errors, plan.errors
     col = Collect()
-    fan = FanOut([col])
-    assert read_files(files, fan, th, host_logs=plan.for_file) == []
-    fan.receive_all(hostlog_plan.log_only_events(plan, th))
+    got = gather.read(gather.plan(names), th, [col])
+    assert not got.errors, got.errors
     return col.events
 
 

@@ -37,13 +37,13 @@ from ringtrace.analysis.advise import (
     snippet,
 )
 from ringtrace.cli import main
+from ringtrace.config import Thresholds
 from ringtrace.demo import sim
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import RESOURCES, RunAdvice, RunFinished
 from ringtrace.model.runtime import COMPILE_DEFAULTS, CONFIG_KEYS
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.scope_stats import WriteJsonl, rec, with_totals
 
 HEADROOM = 0.1

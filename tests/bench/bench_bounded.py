@@ -45,15 +45,15 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client.exposition import generate_latest  # noqa: E402
 
 from ringtrace import config  # noqa: E402
+from ringtrace.config import Thresholds  # noqa: E402
 from ringtrace.demo.sim import generate_bytes  # noqa: E402
+from ringtrace.gather.oneshot import read_files  # noqa: E402
 from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent  # noqa: E402
 from ringtrace.reading.app import App  # noqa: E402
-from ringtrace.reading.oneshot import read_files  # noqa: E402
 from ringtrace.sinks import FanOut  # noqa: E402
 from ringtrace.sinks.events import EventsSink  # noqa: E402
 from ringtrace.sinks.perfetto import PerfettoDirSink  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
-from ringtrace.stages.diagnose import Thresholds  # noqa: E402
 from tests._support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests._support.ports import free_port  # noqa: E402
 from tests.bench.common import APPENDER, peak_rss  # noqa: E402

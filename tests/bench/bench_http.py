@@ -35,10 +35,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from ringtrace.config import Thresholds  # noqa: E402
 from ringtrace.model.records import Source  # noqa: E402
 from ringtrace.sinks.prometheus import PrometheusSink  # noqa: E402
 from ringtrace.sources.paths import find_sources, source_labels  # noqa: E402
-from ringtrace.stages.diagnose import Thresholds  # noqa: E402
 from ringtrace.stages.run import Run  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"

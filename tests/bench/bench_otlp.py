@@ -43,14 +43,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from ringtrace.config import Thresholds
 from ringtrace.demo import sim
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import RunFinished, RunProgress, RunStarted, SinkEvent
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.otlp import OtlpSink, Protocol, default_resource, http_traces_url
 from ringtrace.sinks.otlp._select import Budget
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, TimeAxis, build_spans
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.otlp_receiver import Blackhole
 from tests._support.otlp_view import all_attrs, to_readable
 from tests._support.sinks import Collect

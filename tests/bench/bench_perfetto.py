@@ -40,11 +40,11 @@ MB = 1 << 20
 
 def child(mode: str, path: Path, out: Path) -> dict[str, Any]:
     """One measurement in this (child) process; prints nothing, returns figures."""
+    from ringtrace.config import Thresholds
+    from ringtrace.gather.oneshot import read_files
     from ringtrace.model.records import RunFinished, RunProgress
-    from ringtrace.reading.oneshot import read_files
     from ringtrace.sinks import FanOut
     from ringtrace.sinks.perfetto import PerfettoSink
-    from ringtrace.stages.diagnose import Thresholds
     from tests._support.convert import convert
     from tests._support.sinks import Collect
 

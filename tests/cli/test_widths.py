@@ -14,7 +14,7 @@ import pytest
 
 from ringtrace.cli.advise import FILE_COLUMNS, PROGRAM_COLUMNS
 from ringtrace.cli.diff import DIFF_COLUMNS
-from ringtrace.report.text import RING_COLUMNS
+from ringtrace.cli.text import RING_COLUMNS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SIZING = FIXTURES / "realsim" / "loops" / "bgemm"

@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ringtrace.config import Thresholds
 from ringtrace.demo import sim
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import Record, RunFinished
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import find_sources, source_labels
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.sinks import Collect
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "samples" / "outputs" /

@@ -18,13 +18,13 @@ import yaml
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.server import load_web_config
 from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.dashboards import DASHBOARDS, GRAFANA, load, panels, queries, substitute
 from tests._support.prometheus import events_of, feed
 from tests._support.require import require

@@ -1,4 +1,4 @@
-"""The host-log parser (``ringtrace.hostlog.parse``) and the log-to-file matching (``ringtrace.hostlog.match``).
+"""The host-log parser (``ringtrace.hostlog.parse``) and the log-to-file matching (``ringtrace.gather.pairing``).
 
 Real logs from the runtime's simulator are in ``tests/fixtures/samples/failed/*/host.log`` and
 ``tests/fixtures/hostlogs/`` (``sizing/``: the failing runs of the sizing bisection, with the one ring size
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ringtrace.hostlog.match import match_logs, run_root
+from ringtrace.gather.pairing import match_logs, run_root
 from ringtrace.hostlog.parse import MAX_LINE, HostLogParser, parse_host_log
 from ringtrace.model.records import Deadlock, Finding, HostLog, RingSizes, RunSummary, Usage
 from ringtrace.stages.diagnose import diagnose

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ringtrace.config import PURE_ENV
 from ringtrace.model.records import (
     WANT_ALL,
     WANT_SUMMARIES,
@@ -201,10 +202,10 @@ def test_ringtrace_pure_selects_the_pure_path() -> None:
     """``RINGTRACE_PURE=1`` (read at import) selects the pure path for every run; without it a run reads
     through the core; ``compiled=`` chooses for one run."""
     probe = "from ringtrace.stages import core; print(core.COMPILED)"
-    env = {k: v for k, v in os.environ.items() if k != core.PURE_ENV}
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
     assert subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
                           check=True).stdout.strip() == "True"
-    assert subprocess.run([sys.executable, "-c", probe], env={**env, core.PURE_ENV: "1"}, capture_output=True,
+    assert subprocess.run([sys.executable, "-c", probe], env={**env, PURE_ENV: "1"}, capture_output=True,
                           text=True, check=True).stdout.strip() == "False"
     assert isinstance(Run(Source("x"), compiled=True).decoder.scanner, core.Linked)
     assert Run(Source("x"), compiled=False).decoder.scanner is None

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
+from ringtrace.config import Thresholds
 from ringtrace.model.records import RESOURCES, Finding, RunFinished, Source
-from ringtrace.stages.diagnose import Thresholds, diagnose, likely_error
+from ringtrace.stages.diagnose import diagnose, likely_error
 from ringtrace.stages.run import Run
 from tests._support.collector import collected, deep_program
 from tests._support.samples import SAMPLES

@@ -14,15 +14,11 @@ from typing import Any
 
 import pytest
 
-from ringtrace.analysis.need import proven_need
-from ringtrace.hostlog.plan import log_only_events, plan_for_read
+from ringtrace import gather
+from ringtrace.config import Thresholds
 from ringtrace.hostlog.read import read_log
 from ringtrace.model.records import RunFinished, Source
-from ringtrace.reading.oneshot import read_files
-from ringtrace.sinks import FanOut
-from ringtrace.sinks.summary import SummarySink
-from ringtrace.sources.paths import find_inputs
-from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.need import proven_need
 from ringtrace.stages.run import Run, log_only_run
 from tests._support.samples import BGEMM, FAILED, FLOW, PAGED, SAMPLE_FILES
 
@@ -43,12 +39,9 @@ def finish(path: Path, log: Path | None = None, reason: str = "eof") -> RunFinis
 
 def read_tree(root: Path) -> list[RunFinished]:
     """Every run under ``root`` as the commands read it: files, their folders' host logs, log-only runs."""
-    sink = SummarySink()
-    fanout = FanOut([sink])
-    files, plan = plan_for_read([], [str(root)], find_inputs([str(root)]))
-    assert read_files(files, fanout, Thresholds(), host_logs=plan.for_file) == []
-    fanout.receive_all(log_only_events(plan, Thresholds()))
-    return sink.finished
+    got = gather.read(gather.plan([str(root)]), Thresholds())
+    assert got.errors == []
+    return got.runs
 
 
 # -- each kind on a real run -------------------------------------------------------------------------

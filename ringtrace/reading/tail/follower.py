@@ -72,9 +72,10 @@ from typing import NamedTuple, Protocol
 import msgspec
 import xxhash
 
+from ringtrace.analysis.advise import advise
+from ringtrace.config import Thresholds
 from ringtrace.model.records import WANT_ALL, FinishReason, HostLog, Labels, RunFinished, SinkEvent, Source, Wants
 from ringtrace.sources.paths import source_labels
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 
 log = logging.getLogger("ringtrace.reading.tail")
@@ -278,7 +279,7 @@ class Follower:
             gen = continues.generation if continues.generation >= 0 else max(0, self.generation - 1)
             labels = self.labels if continues.path == str(self.path) else source_labels(Path(continues.path))
             source = Source(continues.path, labels, gen)
-        self.run = Run(source, self.thresholds, seen_at=wall, wants=self.wants)
+        self.run = Run(source, self.thresholds, seen_at=wall, wants=self.wants, advise=advise)
         self.continues = continues
         self.ident = fid
         self.offset = 0

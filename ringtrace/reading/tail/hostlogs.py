@@ -1,6 +1,6 @@
 """The runtime's host log of a run that ``watch`` follows, read when the run finishes.
 
-By default the logs are found as ``summary`` finds them (``hostlog.plan.run_folder_logs``: ``host.log`` or a
+By default the logs are found as ``summary`` finds them (``gather.logfiles.run_folder_logs``: ``host.log`` or a
 ``*.log`` the parser recognises, directly in the run's folder or in the one holding its ``scope_stats/``);
 with ``--host-log-glob PATTERN``, ``PATTERN`` is matched relative to each run's directory
 (``hostlog_match.run_root``: the work dir of an L2 run, the out dir of an L3 run, a scene test's case
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import msgspec
 
-from ringtrace.hostlog.match import match_logs, run_root
-from ringtrace.hostlog.plan import recognised, run_folder_logs
+from ringtrace.gather.logfiles import recognised, run_folder_logs
+from ringtrace.gather.pairing import match_logs, run_root
 from ringtrace.hostlog.read import read_log
 from ringtrace.model.records import HostLog, utf8
 from ringtrace.sources.paths import HOST_LOG_NAME

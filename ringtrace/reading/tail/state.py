@@ -25,7 +25,7 @@ from pathlib import Path
 
 import msgspec
 
-from ringtrace.sources.files import write_atomic
+from ringtrace.files import write_atomic
 
 STATE_FILE = "ringtrace-state.json"
 VERSION = 3

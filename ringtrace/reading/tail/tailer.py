@@ -40,15 +40,16 @@ from pathlib import Path
 
 import msgspec
 
-from ringtrace.hostlog.match import match_logs
-from ringtrace.hostlog.parse import log_only_run
+from ringtrace.analysis.advise import advise
+from ringtrace.config import Thresholds
+from ringtrace.gather.pairing import match_logs
 from ringtrace.hostlog.read import read_log
 from ringtrace.model.records import WANT_ALL, FinishReason, HostLog, SinkEvent, Wants, utf8
 from ringtrace.reading.tail import state as state_mod
 from ringtrace.reading.tail.discover import Root, walk_errors
 from ringtrace.reading.tail.follower import SETTLE, Finished, Follower, Inodes
 from ringtrace.sources.paths import source_labels
-from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.run import log_only_run
 
 log = logging.getLogger("ringtrace.reading.tail")
 
@@ -302,7 +303,8 @@ class Tailer:
         for part in logs:
             if part.failed:
                 keys.append(base + (f":rank{part.rank}" if part.rank is not None else ""))
-                out += log_only_run(msgspec.structs.replace(part, path=utf8(str(path))), self.thresholds, keys[-1])
+                out += log_only_run(msgspec.structs.replace(part, path=utf8(str(path))), self.thresholds, keys[-1],
+                                    advise)
                 log.info("%s: a failed run without a scope_stats file", utf8(str(path)))
         self._logs[path] = (seen, tuple(keys))
         return out

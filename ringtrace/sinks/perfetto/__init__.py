@@ -46,9 +46,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from ringtrace.files import newest, path_hash
 from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source
 from ringtrace.sinks.base import Sink
-from ringtrace.sources.files import newest, path_hash
 
 from ._file import TraceFile
 from ._json import JsonTrace

@@ -17,8 +17,8 @@ from typing import BinaryIO
 
 from isal import isal_zlib
 
+from ringtrace.files import replace_into
 from ringtrace.sinks._varint import LEN, tag, varint
-from ringtrace.sources.files import replace_into
 
 TRACE_PACKET = tag(1, LEN)  # Trace.packet = 1
 PKT_COMPRESSED = tag(50, LEN)  # TracePacket.compressed_packets = 50

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ringtrace.config import pure_path
 from ringtrace.model.records import RESOURCES, Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
 from ringtrace.sinks._varint import varint
-from ringtrace.stages.core import PURE
 
 from ._file import TRACE_PACKET
 from ._layout import RingState, RunState, event_line
@@ -51,7 +51,7 @@ except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere th
 else:
     BUILT = True
 
-COMPILED = BUILT and not PURE
+COMPILED = BUILT and not pure_path()
 """Records are written by the compiled twin (the default where it was built); ``RINGTRACE_PURE=1``: :func:`encode`."""
 
 

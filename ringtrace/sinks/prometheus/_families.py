@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from ringtrace.analysis.need import proven_need
 from ringtrace.model.records import RESOURCES, Peak, RunFinished, RunSummary, Source, utf8
 from ringtrace.model.runtime import TABLE as RESOURCE_TABLE
 from ringtrace.model.runtime import usable
+from ringtrace.stages.need import proven_need
 
 RUN_LABELS = ("run", "rank", "dispatch")
 _SCOPE = ("site", "depth", "ring")
@@ -48,7 +48,7 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "used (end.head - begin.tail: the backlog when the scope began plus all it allocated; a task window of N "
      "holds N - 1). Occupancy, not need: reclaim is lazy, so a ring that never had to wait keeps everything; "
      "above 1 when the ring reclaimed during the scope.", _RING),
-    ("ringtrace_ring_need_ratio", "The need the run's records prove so far (ringtrace.analysis.need: what one open "
+    ("ringtrace_ring_need_ratio", "The need the run's records prove so far (ringtrace.stages.need: what one open "
      "scope's tasks held at once, or one task's block) / capacity, task window and heap only; absent where the "
      "records prove nothing (the dep pool's count is timing).", _RING),
     ("ringtrace_ring_occupancy_ratio", "While a run is open: occupied / usable capacity of a ring resource it "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import msgspec
 
-from ringtrace.sources.files import write_atomic
+from ringtrace.files import write_atomic
 
 JOURNAL = "ringtrace-prometheus.jsonl"
 log = logging.getLogger("ringtrace.sinks.prometheus")

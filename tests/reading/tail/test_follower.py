@@ -12,11 +12,11 @@ import os
 import random
 from pathlib import Path
 
+from ringtrace.config import Thresholds
 from ringtrace.demo.sim import generate_bytes
 from ringtrace.model.records import WANT_ALL, WANT_SUMMARIES, Problem, RunProgress, RunStarted, SinkEvent, Wants
 from ringtrace.reading.tail.follower import SLICE, SUMMARY_SLICE, XXH3, Follower
 from ringtrace.sources.paths import labels_for
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished, one_shot
 from tests._support.samples import NESTED, PAGED, SAMPLES
 from tests._support.writer import Writer

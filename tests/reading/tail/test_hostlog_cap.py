@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ringtrace.config import Thresholds
 from ringtrace.hostlog.read import read_log
 from ringtrace.reading.tail.tailer import Tailer
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished
 from tests._support.samples import SAMPLES
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from ringtrace.config import Thresholds
 from ringtrace.model.records import SinkEvent
 from ringtrace.reading.tail.follower import SETTLE, Follower
 from ringtrace.reading.tail.tailer import Tailer
 from ringtrace.sources.paths import labels_for
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.agent import Agent, events, put_run
 from tests._support.events import finished, one_shot
 from tests._support.ports import free_port

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ringtrace.config import Thresholds
 from ringtrace.model.records import RunProgress, RunStarted, SinkEvent
 from ringtrace.reading.tail import state as state_mod
 from ringtrace.reading.tail.follower import SETTLE
 from ringtrace.reading.tail.tailer import PAUSE, Tailer
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.events import finished, read_events
 from tests._support.samples import NESTED, beyond_total
 from tests._support.writer import Writer

@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import RunProgress, Scope, SinkEvent, Source
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol, RetryPolicy
 from ringtrace.sources.paths import find_sources
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.otlp import PROTOCOLS, SMALL_NESTED, Boom, FakeTime, convert, deliver, kept_spans, make_sink
 from tests._support.otlp_receiver import OK, Blackhole, Fault, OtlpReceiver
 from tests._support.samples import FAILED, FLOW, SAMPLES

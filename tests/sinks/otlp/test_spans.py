@@ -22,13 +22,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import RESOURCES, HostLog, Scope, Usage
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.otlp import OtlpSink, Protocol
 from ringtrace.sinks.otlp._select import METRICS
 from ringtrace.sinks.otlp._spans import RunIds, SpanData, SpanEvent, WireEncoder
-from ringtrace.stages.diagnose import Thresholds, wedge_causes
+from ringtrace.stages.diagnose import wedge_causes
 from tests._support.otlp import (
     PROTOCOLS,
     by_trace,

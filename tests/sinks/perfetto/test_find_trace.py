@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ringtrace.files import path_hash
 from ringtrace.model.records import Labels, Source
 from ringtrace.report import find_page, page_stem
 from ringtrace.sinks.perfetto import find_trace, trace_file_name
-from ringtrace.sources.files import path_hash
 
 L = Labels("run_a", "3", "1")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
+from ringtrace.config import Thresholds
 from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus._segments import SEG_RUNS
 from ringtrace.sources.paths import source_labels
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 from tests._support.prometheus import OM_ACCEPT, Clock, events_of, fed, same_as_fresh
 from tests._support.samples import FLOW, PAGED, SAMPLE_FILES

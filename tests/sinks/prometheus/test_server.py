@@ -28,13 +28,13 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from ringtrace.config import Thresholds
 from ringtrace.model.records import Labels, Source
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sinks.prometheus.exposition import CHUNK
 from ringtrace.sinks.prometheus.server import Files, MetricsServer, Render, parse_addr
 from ringtrace.sinks.prometheus.webconfig import bcrypt_cost
 from ringtrace.sources.paths import find_sources, source_labels
-from ringtrace.stages.diagnose import Thresholds
 from ringtrace.stages.run import Run
 from tests._support.prometheus import Clock, events_of
 from tests._support.require import require

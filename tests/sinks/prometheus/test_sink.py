@@ -19,13 +19,13 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
-from ringtrace.analysis.need import proven_need
+from ringtrace.config import Thresholds
 from ringtrace.model.records import Labels, RunFinished, RunProgress, SinkEvent, Source
 from ringtrace.model.runtime import usable
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.prometheus import PrometheusSink
 from ringtrace.sources.paths import source_labels
-from ringtrace.stages.diagnose import Thresholds
+from ringtrace.stages.need import proven_need
 from ringtrace.stages.run import Run
 from tests._support.prometheus import Clock, events_of, fed, one, pick, same_as_fresh, series
 from tests._support.require import require

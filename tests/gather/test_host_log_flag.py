@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from ringtrace.cli.expect import ExpectError, parse_expect, parse_size
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.hostlog.parse import parse_host_log
-from ringtrace.hostlog.plan import ExpectError, parse_expect, parse_size
-from ringtrace.reading.oneshot import read_files
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.events import EventsSink
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.samples import SAMPLES
 from tests._support.scope_stats import WriteJsonl, meta, rec
 

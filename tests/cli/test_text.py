@@ -1,4 +1,4 @@
-"""``report.text.render_run``: what ``summary`` prints for one run, from real runtime files.
+"""``cli.text.render_run``: what ``summary`` prints for one run, from real runtime files.
 
 Each case reads a real file through the one-shot reader, renders it into a recording console and
 checks the text against the run's own records: every wedged scope by line, every finding, one
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from ringtrace.cli.text import render_run
+from ringtrace.config import Thresholds
+from ringtrace.gather.oneshot import read_files
 from ringtrace.model.records import RunFinished
-from ringtrace.reading.oneshot import read_files
-from ringtrace.report.text import render_run
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.summary import SummarySink
-from ringtrace.stages.diagnose import Thresholds
 from tests._support.samples import SAMPLES
 
 WEDGED = SAMPLES / "failed" / "HeapRingDeadlock" / "dfx_outputs" / "scope_stats" / "scope_stats.jsonl"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ringtrace.cli import main
-from ringtrace.hostlog.match import contradiction, match_logs
+from ringtrace.gather.pairing import contradiction, match_logs
 from ringtrace.hostlog.parse import parse_host_log
 from ringtrace.model.records import Deadlock, HostLog, Meta, RingSizes
 from tests._support.samples import SAMPLES

@@ -1,4 +1,5 @@
-"""Files ringtrace writes and opens, each way written once.
+"""Files ringtrace writes and opens, each way written once: the one room every other may use (sources, the
+reading, sinks and the report).
 
 * :func:`write_atomic`: write to a temporary file beside the target, then rename it into place, so a
   reader (or a crash) never sees half a file: the state file, the events file's key index, the HTML

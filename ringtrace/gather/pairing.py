@@ -23,7 +23,7 @@ they are equal: the runtime writes the same capacities to both.)  A capacity of 
 
 A file takes at most one log: a rank-tagged log before an untagged one, then the first given.  What
 is not matched is returned with the reason, never guessed.  Which files are host logs and where they
-are looked for without ``--host-log`` is :mod:`ringtrace.hostlog.plan`'s decision (its docstring).
+are looked for without ``--host-log`` is :mod:`.plan`'s decision (its docstring).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The text report: one finished run as a header, its verdict, a per-ring table, wedged scopes and findings.
+"""Terminal text: one finished run as a header, its verdict, a per-ring table, wedged scopes and findings;
+the table fitter and the sentence wrapper every command prints with.
 
 Called by ``summary`` (table format) and ``demo`` after the sinks close; it writes to the
 console it is given and never reads files.
@@ -15,9 +16,10 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from ringtrace.analysis.need import proven_need
+from ringtrace.config import Thresholds
 from ringtrace.model.records import RESOURCES, RunFinished
-from ringtrace.stages.diagnose import Thresholds, describe_log, fmt_amount
+from ringtrace.stages.diagnose import describe_log, fmt_amount
+from ringtrace.stages.need import proven_need
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

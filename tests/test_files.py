@@ -1,4 +1,4 @@
-"""The one atomic write, the one file-name hash and the one input opener (:mod:`ringtrace.sources.files`)."""
+"""The one atomic write, the one file-name hash and the one input opener (:mod:`ringtrace.files`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from ringtrace.sources.files import open_input, path_hash, write_atomic, write_atomic_fd
+from ringtrace.files import open_input, path_hash, write_atomic, write_atomic_fd
 
 
 def test_write_atomic_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
