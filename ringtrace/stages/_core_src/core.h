@@ -49,7 +49,7 @@ _Static_assert(RT_RESOURCES == 3, "the C core carries three resources (Rec: tws.
 _Static_assert(RT_RECORD_FIELDS == 12, "the C core builds a Record of 12 fields (module.c, record_object)");
 _Static_assert(NEST > MAX_DEPTH, "the pairer's nesting table holds every depth the scanner takes");
 
-/* -- module.c: the Python types and names, bound once by ringtrace.stages.core (bind) -------------------- */
+/* -- names.c: the Python types and names, bound once by ringtrace.stages.core (bind, module.c) ----------- */
 
 extern PyObject *T_Record, *T_Usage, *T_Scope, *T_Abandoned, *T_UnmatchedEnd, *T_OpenScope, *T_Peak,
     *T_TensormapPeak, *T_RunSummary, *T_CappedSummary, *T_Band, *T_Bands, *RESOURCES;
@@ -61,10 +61,30 @@ int bound(void);
 
 /* -- module.c: integers and objects ---------------------------------------------------------------------- */
 
-PyObject *long_big(i128 v);
 int i128_from(PyObject *o, i128 *out);
 PyObject *make(PyObject *type, int n, ...);
 int emit(PyObject *events, PyObject *ev);
+
+/* an integer past int64 as a Python int (long_from's rare case) */
+static inline PyObject *
+long_big(i128 v)
+{
+    int neg = v < 0;
+    unsigned __int128 u = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(u >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)u);
+    PyObject *sh = PyLong_FromLong(64);
+    PyObject *res = NULL, *t = NULL;
+    if (hi && lo && sh && (t = PyNumber_Lshift(hi, sh)) != NULL)
+        res = PyNumber_Or(t, lo);
+    Py_XDECREF(hi); Py_XDECREF(lo); Py_XDECREF(sh); Py_XDECREF(t);
+    if (res && neg) {
+        t = PyNumber_Negative(res);
+        Py_DECREF(res);
+        res = t;
+    }
+    return res;
+}
 
 static inline PyObject *
 long_from(i128 v)

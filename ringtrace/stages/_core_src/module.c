@@ -2,15 +2,6 @@
  * module and its two types (Pairer: pair.c, Scanner: scan.c).  See core.h for the rooms. */
 #include "core.h"
 
-/* -- the Python types, bound once by ringtrace.stages.core (bind) ------------------------------- */
-
-PyObject *T_Record, *T_Usage, *T_Scope, *T_Abandoned, *T_UnmatchedEnd, *T_OpenScope, *T_Peak,
-    *T_TensormapPeak, *T_RunSummary, *T_CappedSummary, *T_Band, *T_Bands, *RESOURCES;
-PyObject *S_begin, *S_end, *S_empty, *S_capacity, *S_version, *S_tensormap_max, *S_heap_max, *S_total,
-    *S_line, *S_site, *S_phase, *S_depth, *S_ring, *S_tws, *S_twe, *S_hs, *S_he, *S_dps, *S_dpe, *S_tm;
-
-const int SINCE_VERSION[RT_RESOURCES] = {RT_SINCE_VERSIONS};
-
 int
 bound(void)
 {
@@ -22,27 +13,6 @@ bound(void)
 }
 
 /* -- integers ------------------------------------------------------------------------------------ */
-
-/* long_from (core.h) past int64 */
-PyObject *
-long_big(i128 v)
-{
-    int neg = v < 0;
-    unsigned __int128 u = neg ? -(unsigned __int128)v : (unsigned __int128)v;
-    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(u >> 64));
-    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)u);
-    PyObject *sh = PyLong_FromLong(64);
-    PyObject *res = NULL, *t = NULL;
-    if (hi && lo && sh && (t = PyNumber_Lshift(hi, sh)) != NULL)
-        res = PyNumber_Or(t, lo);
-    Py_XDECREF(hi); Py_XDECREF(lo); Py_XDECREF(sh); Py_XDECREF(t);
-    if (res && neg) {
-        t = PyNumber_Negative(res);
-        Py_DECREF(res);
-        res = t;
-    }
-    return res;
-}
 
 /* ``o`` (an int) into ``*out``; values up to 2**127 in magnitude (the decoder's never come near). */
 int
