@@ -30,7 +30,7 @@ import yaml
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.hostlog.plan import plan_for_read
+from ringtrace.gather.plan import plan_for_read
 from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source
 from ringtrace.sinks.prometheus import RUN_FAMILIES, PrometheusSink
 from ringtrace.sources.paths import find_inputs, source_labels
