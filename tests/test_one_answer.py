@@ -150,3 +150,36 @@ def test_a_file_named_alone_is_its_own_program(program: str) -> None:
                  ("ringtrace_ring_recommended_capacity", "ringtrace_ring_measure_next_capacity")
                  for lab, v in pick(series(sink), name).items()}
         assert shown == {(a["ring"], a["resource"]): target(a) for a in p["advice"]}, path
+
+
+def test_a_run_that_is_no_evidence_carries_no_advice_and_moves_no_answer(tmp_path: Path) -> None:
+    """A file holding its metadata line and no record proves no need: every surface pools the same runs
+    (``analysis.advise.evidence``), so such a run, even one that says it completed at sizes far below the
+    need, changes neither the program's answer nor its runs' advice, and carries none itself."""
+    import gzip
+    import shutil
+
+    folder = tmp_path / "outputs"
+    shutil.copytree(FIXTURES / "loops" / "bgemm" / "outputs", folder)
+    code, before = cli("summary", "--format", "json", str(folder))
+    assert code == 0
+    last = sorted(p for p in folder.iterdir() if p.is_dir())[-1]
+    meta = json.loads(gzip.decompress((last / "scope_stats" / "scope_stats.jsonl.gz").read_bytes()).split(b"\n")[0])
+    empty = folder / f"{last.name[:-6]}235959" / "scope_stats"  # the same case, run last
+    empty.mkdir(parents=True)
+    tiny = {**meta, "total": 0, "task_window_max": [4] * 4, "heap_max": [1024] * 4, "dep_pool_max": [4] * 4}
+    (empty / "scope_stats.jsonl").write_text(json.dumps(tiny) + "\n")
+    code, after = cli("summary", "--format", "json", str(folder))
+    assert code == 0
+    code, adv = cli("advise", "--format", "json", str(folder))
+    assert code == 0
+    files = {where(f): f for f in json.loads(after)["files"]}
+    [added] = [f for p, f in files.items() if "235959" in p]
+    assert added["advice"] == [] and added["records"] == 0
+    was = {where(f): f["advice"] for f in json.loads(before)["files"]}
+    assert {p: f["advice"] for p, f in files.items() if p in was} == was
+    [prog] = json.loads(adv)["programs"]
+    for f in files.values():  # and what advise says is what summary says
+        if f["advice"]:
+            assert keyed(f["advice"]) == {k: (v, keyed(f["advice"])[k][1]) for k, (v, _) in
+                                          keyed(prog["advice"]).items() if k in keyed(f["advice"])}

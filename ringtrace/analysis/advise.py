@@ -84,15 +84,16 @@ __all__ = [
     "advise",
     "advise_programs",
     "advise_runs",
+    "evidence",
     "fmt",
     "group_key",
     "grouping",
     "next_above",
+    "program_advice",
     "program_json",
     "program_key",
     "run_config_json",
     "snippet",
-    "with_program_advice",
 ]
 
 
@@ -686,10 +687,14 @@ def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, pr
                 ) -> list[RunAdvice]:
     """Each run's advice, in order: its program's answer (:func:`advise_programs`: the same sizes on every
     surface), put relative to the run's own sizes (:func:`action`), and labelled with the evidence it rests on."""
-    answers = {pa.program: pa for pa in advise_programs(runs, headroom, program) if not pa.covers}
+    return _each_run(runs, advise_programs(runs, headroom, program), program)
+
+
+def _each_run(runs: Sequence[RunFacts], answers: Sequence[ProgramAnswer], program: str) -> list[RunAdvice]:
+    by_program = {pa.program: pa for pa in answers if not pa.covers}
     out: list[RunAdvice] = []
     for run, prog in zip(runs, programs_of(runs, program), strict=True):
-        pa = answers[prog]
+        pa = by_program[prog]
         s = run.summary
         peaks = {(p.ring, p.resource): p for p in s.peaks}
         dropped = s.meta.dropped if s.meta is not None else 0
@@ -701,11 +706,28 @@ def advise_runs(runs: Sequence[RunFacts], headroom: float = DEFAULT_HEADROOM, pr
     return out
 
 
-def with_program_advice(fins: Sequence[RunFinished], headroom: float = DEFAULT_HEADROOM) -> list[RunFinished]:
-    """``fins`` with each run's advice made from every run of its program among them (:func:`advise_runs`): what
-    the one-shot commands show for a set of runs, so that every surface gives one size and one verb."""
-    facts = [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
-    return [msgspec.structs.replace(f, advice=ra) for f, ra in zip(fins, advise_runs(facts, headroom), strict=True)]
+def evidence(fin: RunFinished) -> bool:
+    """A run sizing rests on: one known from its host log alone, or a readable file holding records or paired
+    with a host log that reports a failure (an empty, unreadable or metadata-only file proves nothing)."""
+    if fin.log_only:
+        return True
+    return not fin.unreadable and (fin.summary.records > 0 or (fin.host_log is not None and fin.host_log.failed))
+
+
+def program_advice(fins: Sequence[RunFinished], headroom: float = DEFAULT_HEADROOM, program: str = ""
+                   ) -> tuple[list[RunFinished], list[ProgramAnswer]]:
+    """One pass over a set of runs: each run's advice made from every run of its program among them
+    (:func:`advise_runs`; a run that is no :func:`evidence` carries none), and the programs' answers
+    (:func:`advise_programs`): what every one-shot surface shows, so that each gives one size and one verb.
+    ``program``: every run is that one program (``advise --program``)."""
+    used = [i for i, f in enumerate(fins) if evidence(f)]
+    facts = [RunFacts(fins[i].source.path, fins[i].source.labels, fins[i].summary, fins[i].host_log,
+                      fins[i].wedge_causes) for i in used]
+    answers = advise_programs(facts, headroom, program)
+    out = [f if f.advice is None else msgspec.structs.replace(f, advice=None) for f in fins]
+    for i, ra in zip(used, _each_run(facts, answers, program), strict=True):
+        out[i] = msgspec.structs.replace(fins[i], advice=ra)
+    return out, answers
 
 
 def _capacity_of(run: RunFacts, ring: int, r: str) -> int | None:

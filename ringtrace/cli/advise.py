@@ -8,18 +8,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.text import Text
 
 from ringtrace.analysis.advise import (
     ProgramAnswer,
-    RunFacts,
     action,
     advice_json,
-    advise_programs,
-    advise_runs,
+    evidence,
     fmt,
+    program_advice,
     program_json,
     run_config_json,
     snippet,
@@ -30,20 +28,7 @@ from ringtrace.cli.overview import (
 )
 from ringtrace.cli.text import Column, print_table, sentence
 from ringtrace.config import Config
-from ringtrace.gather import unreadable
 from ringtrace.model.records import RunAdvice, RunFinished
-
-
-def facts(fins: Sequence[RunFinished]) -> list[RunFacts]:
-    return [RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes) for f in fins]
-
-
-def evidence(fin: RunFinished) -> bool:
-    """A run advise may size from: a run known from its host log alone, or a readable file holding records or
-    paired with a host log that reports a failure (an empty, unreadable or metadata-only file proves nothing)."""
-    if fin.log_only:
-        return True
-    return not unreadable(fin) and (fin.summary.records > 0 or (fin.host_log is not None and fin.host_log.failed))
 
 
 def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
@@ -53,16 +38,14 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     if not 0 <= headroom <= 10:
         common.err_line(io.err, f"--headroom {headroom}: must be between 0 and 10")
         return EXIT_INPUT
-    summary, ok = common.read_inputs(args.paths, cfg, [], io, args.host_logs)
-    fins = [f for f in summary.finished if evidence(f)]  # a run known from its host log alone is evidence too
-    if summary.finished and not fins:
+    got = common.read_inputs(args.paths, cfg, [], io, args.host_logs)
+    fins, programs = got.runs, got.programs  # each run's advice and its program's answer: one pass (gather)
+    if args.program:  # the user says they are one program: each run's advice is that program's
+        fins, programs = program_advice(fins, headroom, args.program)
+    fins = [f for f in fins if evidence(f)]  # a run known from its host log alone is evidence too
+    if got.runs and not fins:
         common.err_line(io.err, "nothing to advise from: no run read holds a scope record or a host log's failure")
         return EXIT_INPUT
-    run_facts = facts(fins)
-    programs = advise_programs(run_facts, headroom, args.program or "")
-    if args.program:  # the user says they are one program: each run's advice is that program's
-        fins = [msgspec.structs.replace(f, advice=ra) for f, ra in
-                zip(fins, advise_runs(run_facts, headroom, args.program), strict=True)]
     files = [f for f in fins if f.source.path]
     advice = [f.advice or RunAdvice() for f in files]
     if cfg.format == "json":
@@ -75,7 +58,7 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
                 render_overview(io.out, files, advice)
             for fin in files:
                 render_advice(io.out, fin, advice[files.index(fin)])
-    return EXIT_OK if ok else EXIT_INPUT
+    return EXIT_OK if got.ok else EXIT_INPUT
 
 
 def advise_json(fins: Sequence[RunFinished], advice: Sequence[RunAdvice],

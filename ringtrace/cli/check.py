@@ -12,7 +12,6 @@ from ringtrace.cli.expect import ExpectError, expect_reasons, parse_expect
 from ringtrace.cli.overview import glance
 from ringtrace.cli.text import sentence
 from ringtrace.config import Config
-from ringtrace.gather import unreadable as _unreadable
 from ringtrace.model.records import RunFinished
 from ringtrace.model.runtime import fmt_amount
 from ringtrace.stages.need import proven_need
@@ -41,7 +40,8 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     except ExpectError as e:
         _err(io.err, str(e))
         return EXIT_INPUT
-    summary, ok = _read(args.paths, cfg, [], io, args.host_logs)
+    got = _read(args.paths, cfg, [], io, args.host_logs)
+    summary, ok = got.summary, got.ok
     failed = False
     verdicts = {id(fin): check_failures(fin, cfg) + expect_reasons(fin, expect) for fin in summary.finished}
     glance(io.out, summary.finished, True, {k: not v for k, v in verdicts.items()})  # a line each below
@@ -49,10 +49,10 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
         reasons = verdicts[id(fin)]
         failed = failed or bool(reasons)
         # without its metadata line (fatal flag, capacities) a file cannot be assessed: never "ok"
-        unassessed = _unreadable(fin) or (fin.summary.meta is None and not fin.log_only)
+        unassessed = fin.unreadable or (fin.summary.meta is None and not fin.log_only)
         if unassessed:
             ok = False
-            if not _unreadable(fin):
+            if not fin.unreadable:
                 reasons.append("not assessed: the metadata line could not be read (fatal flag and capacities unknown)")
         status = "UNREADABLE" if unassessed else "FAIL" if reasons else "ok"
         io.out.print(f"{status} {display_path(fin)}", markup=False, highlight=False,

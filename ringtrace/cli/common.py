@@ -11,7 +11,6 @@ from ringtrace import gather
 from ringtrace.config import Config
 from ringtrace.model.records import RunFinished
 from ringtrace.sinks import Sink
-from ringtrace.sinks.summary import SummarySink
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,10 +53,10 @@ def err_line(console: Console, text: str) -> None:
 
 
 def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], io: Consoles,
-                host_logs: Sequence[str] = ()) -> tuple[SummarySink, bool]:
-    """Every run of ``paths`` and ``host_logs`` (:mod:`ringtrace.gather`) in a summary sink (+ ``sinks``); returns
-    it and whether all input was readable.  What the read says goes to ``io.err``, and a progress bar for
-    more than 8 MiB when standard error is a terminal."""
+                host_logs: Sequence[str] = ()) -> gather.Gathered:
+    """Every run of ``paths`` and ``host_logs`` read (:mod:`ringtrace.gather`) into a summary sink and ``sinks``.
+    What the read says goes to ``io.err``, and a progress bar for more than 8 MiB when standard error is a
+    terminal."""
     planned = gather.plan(paths, host_logs)
     if planned.size > 8 << 20 and sys.stderr.isatty() and io.err.is_terminal:
         from rich.progress import Progress
@@ -74,7 +73,7 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], io: Consoles,
     for name, count in got.sink_errors.items():
         if count:
             err_line(io.err, f"sink {name} failed {count} time(s)")
-    return got.summary, got.ok
+    return got
 
 
 def display_path(fin: RunFinished) -> str:

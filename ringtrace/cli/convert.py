@@ -24,7 +24,8 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     if not built:
         _err(io.err, "convert: nothing to write: give -o FILE (Perfetto) and/or --otlp-endpoint URL")
         return EXIT_INPUT
-    summary, ok = _read(args.paths, cfg, [sink for _, sink in built], io, args.host_logs)
+    got = _read(args.paths, cfg, [sink for _, sink in built], io, args.host_logs)
+    summary, ok = got.summary, got.ok
     failed = False
     for spec, sink in built:
         if spec.outcome is None:

@@ -28,14 +28,14 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     if limit is not None and limit < 0:
         common.err_line(io.err, f"--fail-on-regression {limit}: must be >= 0")
         return EXIT_INPUT
-    a, ok_a = common.read_inputs([args.paths[0]], cfg, [], io)
-    b, ok_b = common.read_inputs([args.paths[1]], cfg, [], io)
-    tree = match(a.finished, b.finished, limit)
+    a = common.read_inputs([args.paths[0]], cfg, [], io)
+    b = common.read_inputs([args.paths[1]], cfg, [], io)
+    tree = match(a.runs, b.runs, limit)
     if cfg.format == "json":
         sys.stdout.write(json.dumps(diff_json(tree), indent=1) + "\n")
     else:
         render_diff(io.out, tree)
-    if not (ok_a and ok_b):
+    if not (a.ok and b.ok):
         return EXIT_INPUT
     return EXIT_FAIL if any(p.regressions for p in tree.pairs) else EXIT_OK
 

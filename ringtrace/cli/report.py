@@ -17,7 +17,8 @@ def run(args: argparse.Namespace, cfg: Config, io: Consoles) -> int:
     from ringtrace.report import ReportCollector, render, report_paths
 
     collector = ReportCollector()
-    summary, ok = _read(args.paths, cfg, [collector], io, args.host_logs)
+    got = _read(args.paths, cfg, [collector], io, args.host_logs)
+    summary, ok = got.summary, got.ok
     if not summary.finished:
         return EXIT_INPUT
     page = render(collector, cfg.headroom, f"ringtrace report: {report_paths(summary.finished)}")

@@ -5,7 +5,7 @@
    host logs' pairing (:mod:`.plan` by :mod:`.pairing`'s rules; which files are host logs: :mod:`.logfiles`);
 2. :func:`read`: each file's one-shot run and every run known from a host log alone (:mod:`.oneshot`), into a
    :class:`~ringtrace.sinks.summary.SummarySink` and the caller's sinks; then one answer per program
-   (:func:`ringtrace.analysis.advise.with_program_advice`), so every surface gives one size and one verb.
+   (:func:`ringtrace.analysis.advise.program_advice`), so every surface gives one size and one verb.
 
 ``watch``'s tailer pairs the logs it finds by the same rules (:mod:`.pairing`, :mod:`.logfiles`).
 Blocking I/O, on the caller's thread: nothing else runs.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ringtrace.analysis.advise import with_program_advice
+from ringtrace.analysis.advise import ProgramAnswer, program_advice
 from ringtrace.config import Thresholds
 from ringtrace.gather.oneshot import log_only_events, read_files
 from ringtrace.gather.plan import Plan, plan_for_read
@@ -28,7 +28,7 @@ from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.summary import SummarySink
 from ringtrace.sources.paths import find_inputs
 
-__all__ = ["FLUSH_SECONDS", "Gathered", "Planned", "plan", "read", "unreadable"]
+__all__ = ["FLUSH_SECONDS", "Gathered", "Planned", "plan", "read"]
 
 FLUSH_SECONDS = 120.0
 """How long the sinks may take to push out what they hold at the end of a read (OTLP spans, retries
@@ -53,10 +53,12 @@ class Planned(NamedTuple):
 @dataclass(frozen=True)
 class Gathered:
     """A read's outcome: ``summary`` holds every finished run (``summary.finished``, each with its program's
-    advice); ``errors`` are input errors (the read is not ok: exit 2); ``notes`` are the host logs' problems
-    and notes (said, not failing); ``sink_errors`` counts each sink's failures."""
+    advice), ``programs`` the programs' answers (made in the same pass); ``errors`` are input errors (the read
+    is not ok: exit 2); ``notes`` are the host logs' problems and notes (said, not failing); ``sink_errors``
+    counts each sink's failures."""
 
     summary: SummarySink
+    programs: list[ProgramAnswer]
     errors: list[str]
     notes: list[str]
     sink_errors: dict[str, int]
@@ -68,7 +70,7 @@ class Gathered:
     @property
     def ok(self) -> bool:
         """Every input was readable and every sink took what it was given."""
-        return not self.errors and not any(unreadable(f) for f in self.runs) and not any(self.sink_errors.values())
+        return not self.errors and not any(f.unreadable for f in self.runs) and not any(self.sink_errors.values())
 
 
 def plan(paths: Sequence[str], host_logs: Sequence[str] = ()) -> Planned:
@@ -92,14 +94,6 @@ def read(planned: Planned, thresholds: Thresholds, sinks: Sequence[Sink] = (),
     fanout.receive_all(log_only_events(pairing.log_only, thresholds))
     fanout.flush(time.monotonic() + FLUSH_SECONDS)
     fanout.close()
-    summary.finished[:] = with_program_advice(summary.finished, thresholds.headroom)  # one answer per program
-    return Gathered(summary, errors, [*pairing.problems, *pairing.notes], dict(fanout.errors))
+    summary.finished[:], programs = program_advice(summary.finished, thresholds.headroom)  # one answer per program
+    return Gathered(summary, programs, errors, [*pairing.problems, *pairing.notes], dict(fanout.errors))
 
-
-def unreadable(fin: RunFinished) -> bool:
-    """``fin``'s file could not be read as scope_stats (empty, another format or version, no record and no
-    metadata line); a run known from its host log alone never is."""
-    if fin.log_only:
-        return False
-    return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version", "not_scope_stats")
-               for p in fin.problems) or (fin.summary.records == 0 and fin.summary.meta is None)

@@ -416,6 +416,15 @@ class RunFinished(msgspec.Struct, frozen=True):
         """A run known from its host log alone (no scope_stats file)."""
         return not self.source.path and self.host_log is not None
 
+    @property
+    def unreadable(self) -> bool:
+        """The file could not be read as scope_stats (empty, another format or version, neither a record nor a
+        metadata line); a run known from its host log alone never is."""
+        if self.log_only:
+            return False
+        return any(p.severity == "error" and p.reason in ("empty_file", "unsupported_version", "not_scope_stats")
+                   for p in self.problems) or (self.summary.records == 0 and self.summary.meta is None)
+
 
 class RingSizes(msgspec.Struct, frozen=True):
     """The host log's ``Ring buffer sizes:`` line: the capacities the runtime used, per ring."""

@@ -10,7 +10,7 @@ it), so it opens offline.
 The page leads with the verdicts (each run's :class:`~ringtrace.model.records.Verdict`, rendered in a few
 words; several sources: an overview, problems first, and per multi-rank run a rank x dispatch x ring heatmap
 of the proven need's share of capacity), then per program the sizing picture of
-:func:`ringtrace.analysis.advise.advise_programs`'s answer (``_sizing``), then a section per source: its
+:func:`ringtrace.analysis.advise.program_advice`'s answer (``_sizing``), then a section per source: its
 charts with axes in its own units (``_source``), or for a failed run without records the ring's state from
 its host log.  The numbers shown are the ``summary --format json`` file object and the ``advise --format
 json`` program object, embedded as they are.
@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ringtrace.analysis.advise import RunFacts, advise_programs, with_program_advice
+from ringtrace.analysis.advise import program_advice
 from ringtrace.files import newest, path_hash, write_atomic
 from ringtrace.model.records import Labels, RunFinished, RunStarted, SinkEvent, Wants
 from ringtrace.report._page import page
@@ -137,10 +137,8 @@ def render(collector: ReportCollector, headroom: float, title: str = "ringtrace 
     """The HTML page of every finished run the collector holds (problems first), with the program answers."""
     runs = [(pic, fin) for k in collector.order if (fin := (pic := collector.sources[k]).finished) is not None]
     runs.sort(key=lambda r: (_SEVERITY.get(r[1].verdict.severity, 2), r[1].source.name, _key(r[1])))
-    fins = with_program_advice([fin for _, fin in runs], headroom)  # each run's advice: its program's
+    fins, programs = program_advice([fin for _, fin in runs], headroom)  # each run's advice: its program's
     runs = [(pic, fin) for (pic, _), fin in zip(runs, fins, strict=True)]
-    programs = advise_programs([RunFacts(f.source.path, f.source.labels, f.summary, f.host_log, f.wedge_causes)
-                                for f in fins], headroom)
     index = {_key(fin): (i, fin) for i, fin in enumerate(fins)}
     names = distinct_names([f.source.name for f in fins],  # runs whose folders share a name told apart
                            [run_folder(f.source.path, f.host_log.path if f.host_log else "") for f in fins])
