@@ -5,9 +5,9 @@ Contract: the events go on ``queue`` in batches, each with its weight in the in-
 bytes it came from plus :data:`EVENT_WEIGHT` per event); the bytes are held in ``in_flight`` before they
 are read, so the reader waits for room (back-pressure); None on ``queue`` ends the stream.  Paths the
 watch reported jump the backlog between two slices; ticks finish idle runs, rescans catch lost events.
-``ready`` is True from the moment the watch runs until reading ends (``ready_or_done`` is set at
-either).  Whatever touches a file or the tailer runs on ``pool``, the reader thread; time comes from
-``clock`` (monotonic) and ``wall``.
+``ready`` is True from the moment the watch runs until reading ends or the app's stop clears it
+(``ready_or_done`` is set at the first and at the end).  Whatever touches a file or the tailer runs on
+``pool``, the reader thread; time comes from ``clock`` (monotonic) and ``wall``.
 """
 
 from __future__ import annotations
