@@ -31,14 +31,13 @@ import io
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prometheus_client.core import Metric  # noqa: E402
 from prometheus_client.exposition import generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -46,7 +45,7 @@ from ringtrace import config  # noqa: E402
 from ringtrace.cli import HELP, build_parser  # noqa: E402
 from ringtrace.model.records import Advice, HostLog, Labels, RunAdvice, RunFinished, Source  # noqa: E402
 from ringtrace.model.runtime import CONFIG_KEYS, ERROR_CODES, TABLE, fmt_amount  # noqa: E402
-from ringtrace.reading.app import reader_families, watch_families  # noqa: E402
+from ringtrace.reading.metrics import ReadingCollector  # noqa: E402
 from ringtrace.reading.registry import SINKS  # noqa: E402
 from ringtrace.sinks import FanOut, Sink  # noqa: E402
 from ringtrace.sinks.otlp._metrics import OtlpCollector  # noqa: E402
@@ -69,14 +68,10 @@ SYNOPSIS = ("summary", "check", "advise", "report", "convert", "watch", "diff", 
 # -- metrics --------------------------------------------------------------------------------------
 
 
-class _Families:
-    """A collector of fixed families (for ``PrometheusSink.register``)."""
+class _NoWatches:
+    """A tree watcher's counts, all 0 (the ``ringtrace_inotify_*`` families are served while inotify runs)."""
 
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self.families
+    watched = unwatched = rewatched = overflows = 0
 
 
 class _Named(Sink):
@@ -118,8 +113,7 @@ def exposition() -> str:
         sink.receive(ev)
     sink.register(FanOut([_Named()]).collector())
     sink.register(OtlpCollector(lambda: {}))
-    sink.register(_Families(watch_families({"inotify_watches": 0, "inotify_unwatched": 0,
-                                            "inotify_rewatched": 0, "inotify_overflows": 0}) + reader_families(0)))
+    sink.register(ReadingCollector(lambda: _NoWatches(), lambda: 0))
     return generate_latest(sink.registry).decode()
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ringtrace.config import Config
 from ringtrace.reading.app import SHUTDOWN_SECONDS, App
+from ringtrace.reading.metrics import ReadingCollector
 from ringtrace.reading.registry import Context, SetupError, SinkSpec, build_sinks
 from ringtrace.sinks import FanOut, Sink
 from ringtrace.sinks.console import WatchLogSink
@@ -144,7 +145,8 @@ def assemble(cfg: Config, roots: list[str], extra: list[Sink] | None = None,
     app = App(cfg, roots, fanout, shutdown_seconds=shutdown_seconds, stuck_seconds=cfg.sink_stuck_timeout)
     server = None
     if prom is not None:
-        prom.register(app.watch_collector())  # ringtrace_inotify_* (the file-system watcher)
+        watch, inodes = app.watch, app.tailer.inodes
+        prom.register(ReadingCollector(lambda: watch.tree, lambda: inodes.appended))  # ringtrace_inotify_*, ...
         from ringtrace.sinks.prometheus.server import MetricsServer
 
         server = MetricsServer(cfg.metrics_addr, prom.chunks, ready=app.readiness,

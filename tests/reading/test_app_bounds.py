@@ -18,7 +18,8 @@ import pytest
 from ringtrace import config
 from ringtrace.demo.sim import generate_bytes
 from ringtrace.model.records import WANT_ALL, RunFinished, RunProgress, SinkEvent
-from ringtrace.reading.app import EVENT_WEIGHT, App
+from ringtrace.reading.app import App
+from ringtrace.reading.reader_task import EVENT_WEIGHT
 from ringtrace.reading.tail.follower import SLICE
 from ringtrace.sinks import FanOut
 from ringtrace.sinks.perfetto import PerfettoDirSink
@@ -134,7 +135,7 @@ def test_a_live_file_is_read_before_the_backlog(tmp_path: Path) -> None:
         shutil.copy(NESTED, staged)
         os.utime(staged, (1_000_000, 1_000_000))  # written long ago: complete as soon as it is read
         staged.rename(target)  # the whole run appears at once
-        wait_for(lambda: str(target) in app._dirty, what="the watcher to report the live file")
+        wait_for(lambda: str(target) in app.watch.dirty, what="the watcher to report the live file")
         assert len(order) < 40  # the reader is held: the sink has taken nothing
         sink.step(1_000_000)
         wait_for(lambda: len(order) == 41, timeout=60, what="every run finished")
