@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+
+import msgspec
 
 from ringtrace.analysis.advise import ProgramAnswer, program_advice
 from ringtrace.config import Thresholds
@@ -35,7 +35,7 @@ FLUSH_SECONDS = 120.0
 included): the deadline of their ``flush``."""
 
 
-class Planned(NamedTuple):
+class Planned(msgspec.Struct, frozen=True):
     """What a read will read: the scope_stats ``files`` in order, their host logs and the runs known from a log
     alone (``plan``, with the input errors and notes found so far), and the files named on their own (``alone``:
     each is that one run)."""
@@ -50,8 +50,7 @@ class Planned(NamedTuple):
         return sum(f.stat().st_size for f in self.files if f.exists())
 
 
-@dataclass(frozen=True)
-class Gathered:
+class Gathered(msgspec.Struct, frozen=True):
     """A read's outcome: ``summary`` holds every finished run (``summary.finished``, each with its program's
     advice), ``programs`` the programs' answers (made in the same pass); ``errors`` are input errors (the read
     is not ok: exit 2); ``notes`` are the host logs' problems and notes (said, not failing); ``sink_errors``

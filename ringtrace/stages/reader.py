@@ -8,7 +8,9 @@ go through its scanner first, paired as they are read: :mod:`ringtrace.stages.co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from ringtrace.model.records import Bands, Meta, PairEvent, Record, RunSummary, Usage, Wants
 from ringtrace.stages import core
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from ringtrace.stages import _core
 
 
-class Step(NamedTuple):
+class Step(msgspec.Struct, frozen=True):
     """What one :meth:`Reader.feed` or :meth:`Reader.finish` read."""
 
     items: list[Item]
