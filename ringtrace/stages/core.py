@@ -84,7 +84,9 @@ class Linked:
         self.load = self._scanner.load
 
     def configure(self, rule: Version, rings: int, heap_max: Sequence[int], max_line: int) -> bool:
-        return self._scanner.configure(rule.wraps, rule.dep_pool, rings, heap_max, max_line)
+        # the core carries TABLE's three resources (its _Static_assert), of which a version may lack only the
+        # last, the dep pool: it requires it where the version carries every one
+        return self._scanner.configure(rule.wraps, all(rule.carried), rings, heap_max, max_line)
 
     def decoded(self, out: list[Item], mark: int) -> None:
         """Linked: the Meta and records the decoder put in ``out[mark:]`` go to the pairer now, in line order
