@@ -75,6 +75,11 @@ class Resource(NamedTuple):
         return f"{self.name}_max"
 
     @property
+    def optional(self) -> bool:
+        """An older version's records lack it (it is newer than :data:`FIRST_VERSION`: the dep pool): None there."""
+        return self.since_version > FIRST_VERSION
+
+    @property
     def words(self) -> str:
         """Its name in sentences: ``dep pool``."""
         return self.name.replace("_", " ")
@@ -90,6 +95,10 @@ TABLE: tuple[Resource, ...] = (
 """The per-ring resources, in report order: one row each (adding a fourth is one row here, its two fields in
 :class:`~ringtrace.model.records.Record`, two in :class:`~ringtrace.model.records.Meta` and one in
 :class:`~ringtrace.model.records.RingSizes`; docs/design.md, "Ring resources")."""
+
+FIRST_VERSION = min(r.since_version for r in TABLE)
+"""The oldest scope_stats version with ring resources (4, the oldest read): the resources since then are in every
+file's records."""
 
 BY_NAME: dict[str, Resource] = {r.name: r for r in TABLE}
 

@@ -65,7 +65,7 @@ INT64_MAX = (1 << 63) - 1
 """Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
 BOM = b"\xef\xbb\xbf"
 [_WRAPPED] = [r for r in TABLE if r.contiguous]  # the heap: the one resource versions 4-5 wrote wrapped
-_ALWAYS = tuple(r for r in TABLE if r.since_version <= SUPPORTED_VERSIONS.start)  # in every version's records
+_ALWAYS = tuple(r for r in TABLE if not r.optional)  # in every version's records (SUPPORTED_VERSIONS.start)
 
 
 def rings_of(meta: Meta | None) -> int:

@@ -342,7 +342,7 @@ def _push_source() -> str:
     ``lx{i}``, ``al{i}``, see :func:`_usage`) and what it folds into its ring written out over :data:`TABLE`
     (a resource that a version may lack has ``u{i}`` None there, and figures of -1)."""
     n = range(N)
-    always = [i for i in n if TABLE[i].since_version <= 4]
+    always = [i for i in n if not TABLE[i].optional]
     contiguous = [i for i in n if TABLE[i].contiguous]
     tasks = TASKS.end_field
     figures = ""
