@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import re
 from typing import Any, NamedTuple
 
 RINGS = 4
@@ -120,17 +121,19 @@ TASKS_AT = TABLE.index(TASKS)
 """Its index in :data:`TABLE` (and in ``Scope.usage``)."""
 
 
-def unrolled(source: str, name: str, env: dict[str, Any]) -> Any:
-    """The function ``name`` that ``source`` defines, compiled once with the globals ``env``.
+def unrolled(source: str, env: dict[str, Any]) -> dict[str, Any]:
+    """What ``source`` defines (its functions, by name), compiled once with the globals ``env``.
 
     For the pure path's hot loops, which are written out over :data:`TABLE` when their module is imported
     (one block per resource, as fast as a loop written by hand for three; a loop over the table costs 2-3x
-    per record).  The source is registered with :mod:`linecache`, so tracebacks and ``inspect`` show it."""
-    filename = f"<ringtrace {name}, unrolled over model.runtime.TABLE>"
+    per record; compiling them costs about a millisecond at start-up).  The source is registered with
+    :mod:`linecache`, so tracebacks and ``inspect`` show it."""
+    names = ", ".join(re.findall(r"^def (\w+)", source, re.M))
+    filename = f"<ringtrace: {names}, unrolled over model.runtime.TABLE>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     scope = dict(env)
     exec(compile(source, filename, "exec"), scope)
-    return scope[name]
+    return scope
 
 
 class ErrorCode(NamedTuple):

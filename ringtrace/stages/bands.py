@@ -189,4 +189,4 @@ def _occupancy_source() -> str:
     return f"def _occupancy(self, ring, rs):\n    xs = [r.line for r in rs]\n{body}"
 
 
-Folder._occupancy = unrolled(_occupancy_source(), "_occupancy", {})
+Folder._occupancy = unrolled(_occupancy_source(), {})["_occupancy"]

@@ -685,6 +685,7 @@ def _checked_v6(self, raws, line, out):
 """
 
 
-_ENV = {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH, "DEFAULT_RINGS": DEFAULT_RINGS}
-Decoder._checked = unrolled(_check_source(), "_checked", _ENV)
-Decoder._checked_v6 = unrolled(_check_source(), "_checked_v6", _ENV)
+_UNROLLED = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
+                                         "DEFAULT_RINGS": DEFAULT_RINGS})
+Decoder._checked, Decoder._checked_v6 = _UNROLLED["_checked"], _UNROLLED["_checked_v6"]
+del _UNROLLED

@@ -486,6 +486,6 @@ def push_many(self, recs):
 """
 
 
-Pairer.push_many = unrolled(_push_source(), "push_many", {
+Pairer.push_many = unrolled(_push_source(), {
     "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
-    "_Ring": _Ring, "held_bytes": held_bytes})
+    "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]
