@@ -49,7 +49,7 @@ from ringtrace.hostlog.match import LogMatch, match_logs, run_root
 from ringtrace.hostlog.parse import is_log_only, log_only_run
 from ringtrace.hostlog.read import MAX_LOG_BYTES, read_log
 from ringtrace.model.records import RESOURCES, HostLog, Meta, RunFinished, SinkEvent, utf8
-from ringtrace.model.runtime import COMPILE_DEFAULTS, RINGS
+from ringtrace.model.runtime import BY_NAME, COMPILE_DEFAULTS, RINGS
 from ringtrace.sources.files import open_input
 from ringtrace.sources.paths import DIR_NAME, HOST_LOG_NAME, LOG_SUFFIX, Inputs, empty_dir_message
 from ringtrace.stages.decode import Decoder
@@ -405,7 +405,8 @@ def parse_expect(values: Sequence[str]) -> Expect:
 
 
 def _amount(resource: str, n: int) -> str:
-    return f"{fmt_amount(resource, n)} ({n})" if resource == "heap" and n >= 1024 else str(n)
+    r = BY_NAME.get(resource)
+    return f"{fmt_amount(resource, n)} ({n})" if r is not None and r.bytes and n >= 1024 else str(n)
 
 
 def expect_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:

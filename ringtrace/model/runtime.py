@@ -184,6 +184,12 @@ ERROR_CODES: dict[int, ErrorCode] = {
 capacities that a RunConfig can fix (11, the tensormap, has no RunConfig field)."""
 
 
+DEADLOCK_CODES: dict[str, int] = {e.resource: code for code, e in sorted(ERROR_CODES.items()) if e.resource}
+"""The code a ring resource's deadlock latches: HEAP_RING_DEADLOCK, DEP_POOL_OVERFLOW, and for the task window
+FLOW_CONTROL_DEADLOCK (the later of its two: SCOPE_DEADLOCK is one scope that overfills it, told apart by its
+own allocation).  A resource the runtime's enum does not name has none."""
+
+
 def error_name(code: int | None) -> str | None:
     """The enum name of ``code`` (None when unknown or None)."""
     entry = ERROR_CODES.get(code) if code is not None else None
