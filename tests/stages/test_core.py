@@ -184,8 +184,7 @@ def test_the_scanner_takes_the_runtime_lines_and_nothing_else() -> None:
               good.replace(b'"a.cpp:1"', b'"a\\u0041.cpp:1"'), good.replace(b'"a.cpp:1"', b'"caf\xc3\xa9"'),
               good.replace(b"512", b"1000000000000000000"), good + b"\r", good + b" ", good[:-1],
               good.replace(b'"tensormap": 4', b'"tensormap": 4.0'), good.replace(b"begin", b"task")]
-    from ringtrace.stages import _core  # built (the fixture above)
-
+    _core = core.compiled_module()  # built (the fixture above)
     scanner = _core.Scanner()
     assert scanner.configure(VERSIONS[6].wraps, all(VERSIONS[6].carried), 4, (), MAX_LINE)
     out: list[object] = []

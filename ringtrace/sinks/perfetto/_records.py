@@ -10,7 +10,10 @@ twin goes on after it, so the packets are the reference's in every case, byte fo
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Protocol
 
 from ringtrace.model.records import Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
@@ -41,18 +44,24 @@ from ._wire import (
     usage_args,
 )
 
-try:
+BUILT = importlib.util.find_spec(f"{__package__}._encode") is not None
+"""The compiled twin was built (where the install had no C compiler it was not).  Found, not loaded: it is loaded
+where records are first written through it (:func:`twin`), so the pure path never loads it."""
+
+
+@functools.cache
+def twin() -> ModuleType | None:
+    """The compiled twin, loaded and given the types it reads, once; None where they cannot be bound."""
     from . import _encode
 
-    _encode.bind(Record=Record, Scope=Scope, Usage=Usage, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd)
-except ImportError:  # installed without a C compiler
-    BUILT = False
-except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere than in member slots
-    BUILT = False
-else:
-    BUILT = True
+    try:
+        _encode.bind(Record=Record, Scope=Scope, Usage=Usage, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd)
+    except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere than in member slots
+        return None
+    return _encode
 
-COMPILED = BUILT and not PURE
+
+COMPILED = BUILT and not PURE and twin() is not None
 """Records are written by the compiled twin (the default where it was built); ``RINGTRACE_PURE=1``: :func:`encode`."""
 
 
@@ -74,12 +83,13 @@ def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record
     """Append the packets of ``records`` (one each, in order) and of ``events`` (the pair events of the same
     records, in record order) to ``parts``; ``compiled``: through the twin (RuntimeError where it was not built)."""
     n = len(records)
-    if compiled and not BUILT:
+    module = twin() if compiled and BUILT else None
+    if compiled and module is None:
         raise RuntimeError("the compiled Perfetto encoder was not built (no C compiler at install)")
-    if not compiled or not n:
+    if module is None or not n:
         encode(w, parts, run, records, events, 0, 0, n)
         return
-    fast = _encode.encode
+    fast = module.encode
     rings, tm = run.rings, run.tm_uuid
     i, ei = fast(parts, rings, tm, records, events, 0, 0)
     while i < n:
