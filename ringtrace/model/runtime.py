@@ -94,7 +94,7 @@ TABLE: tuple[Resource, ...] = (
              batch=DEP_POOL_BATCH, origin=1),
 )
 """The per-ring resources, in report order: one row each (adding a fourth is one row here, its two fields in
-:class:`~ringtrace.model.records.Record`, two in :class:`~ringtrace.model.records.Meta` and one in
+:class:`~ringtrace.model.records.Record`, one in :class:`~ringtrace.model.records.Meta` and one in
 :class:`~ringtrace.model.records.RingSizes`; docs/design.md, "Ring resources")."""
 
 FIRST_VERSION = min(r.since_version for r in TABLE)
