@@ -17,8 +17,8 @@ order), and memory depends on ``width``, never on the run.  Single-threaded; the
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 from ringtrace.model.records import Band, Bands, Column, Meta, PairEvent, Record, Scope
 from ringtrace.model.runtime import TABLE, unrolled
@@ -150,9 +150,11 @@ class Folder:
                     self._series(self.high, (ring, i)).extend(
                         [e.end_line for e in has], [u.high_water for e in has if (u := e.usage[i]) is not None], has)
 
-    _occupancy: ClassVar[Callable[[Folder, int, list[Record]], None]]
-    """Fold one ring's records of a chunk (in line order): each resource's head - tail at every record that has it
-    (:func:`_occupancy_source`)."""
+    def _occupancy(self, ring: int, rs: list[Record]) -> None:
+        """Fold one ring's records of a chunk (in line order): each resource's head - tail at every record that has
+        it.  Written out over the resources at its first call (:func:`_occupancy_source`)."""
+        Folder._occupancy = unrolled(_occupancy_source(), {})["_occupancy"]  # type: ignore[method-assign]
+        self._occupancy(ring, rs)
 
     def bands(self) -> Bands:
         """The bands so far, frozen."""
@@ -188,5 +190,3 @@ def _occupancy_source() -> str:
 """
     return f"def _occupancy(self, ring, rs):\n    xs = [r.line for r in rs]\n{body}"
 
-
-Folder._occupancy = unrolled(_occupancy_source(), {})["_occupancy"]

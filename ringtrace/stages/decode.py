@@ -24,8 +24,8 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol, cast
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, cast
 
 import msgspec
 
@@ -542,15 +542,21 @@ class Decoder:
             return
         self._checked(r, line, out)
 
-    # the record checks, written out over TABLE once (:func:`_check_source`); what they share with the rest:
+    # the record checks, written out over TABLE at the first call of either (:func:`_check_source`):
 
-    _checked: ClassVar[Callable[[Decoder, _RawFixed, int, list[Item]], None]]
-    """Validate a decoded record against the metadata and the ring's previous sample (see :func:`_check_source`)."""
-    _checked_v6: ClassVar[Callable[[Decoder, list[_RawFixed], int, list[Item]], None]]
-    """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap counters that do not
-    wrap, every resource required).  A record that passes every check against its ring's previous sample is built
-    there in one go; any other goes through :meth:`_checked` (the ring's first sample, a task record, anything out
-    of range, missing or backwards), which makes the same checks in order and says what is wrong."""
+    def _checked(self, r: _RawFixed, line: int, out: list[Item]) -> None:
+        """Validate a decoded record against the metadata and the ring's previous sample."""
+        _install_checks()
+        self._checked(r, line, out)
+
+    def _checked_v6(self, raws: list[_RawFixed], line: int, out: list[Item]) -> None:
+        """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap counters that do
+        not wrap, every resource required).  A record that passes every check against its ring's previous sample is
+        built there in one go; any other goes through :meth:`_checked` (the ring's first sample, a task record,
+        anything out of range, missing or backwards), which makes the same checks in order and says what is
+        wrong."""
+        _install_checks()
+        self._checked_v6(raws, line, out)
 
     def _missing(self, out: list[Item], line: int, i: int) -> None:
         r = TABLE[i]
@@ -685,7 +691,9 @@ def _checked_v6(self, raws, line, out):
 """
 
 
-_UNROLLED = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
-                                         "DEFAULT_RINGS": DEFAULT_RINGS})
-Decoder._checked, Decoder._checked_v6 = _UNROLLED["_checked"], _UNROLLED["_checked_v6"]
-del _UNROLLED
+def _install_checks() -> None:
+    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled (once: at
+    their first call, which a compiled read, whose scanner checks the records, may never make)."""
+    made = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
+                                      "DEFAULT_RINGS": DEFAULT_RINGS})
+    Decoder._checked, Decoder._checked_v6 = made["_checked"], made["_checked_v6"]  # type: ignore[method-assign]

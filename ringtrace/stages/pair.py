@@ -45,9 +45,8 @@ capacity in the monotonic counter), the bytes before the crossing may be the ski
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
-from typing import ClassVar
 
 from ringtrace.model.records import (
     Abandoned,
@@ -193,9 +192,13 @@ class Pairer:
         events = self.push_many((rec,))
         return tuple(events) if events else _NOTHING
 
-    push_many: ClassVar[Callable[[Pairer, Sequence[Record]], list[PairEvent]]]
-    """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each.  Written out over
-    the resources once (:func:`_push_source`): the hot loop of the pure path."""
+    def push_many(self, recs: Sequence[Record]) -> list[PairEvent]:
+        """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each.  The hot loop of
+        the pure path: written out over the resources at its first call (:func:`_push_source`)."""
+        Pairer.push_many = unrolled(_push_source(), {  # type: ignore[method-assign]
+            "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
+            "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]
+        return self.push_many(recs)
 
     def _pin(self, ring: _Ring, pins: Sequence[int]) -> None:
         m = ring.maxima
@@ -485,7 +488,3 @@ def push_many(self, recs):
     return events
 """
 
-
-Pairer.push_many = unrolled(_push_source(), {
-    "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
-    "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]

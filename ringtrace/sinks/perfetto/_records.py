@@ -99,7 +99,7 @@ def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record
 
 def counters(rec: Record, ring: RingState) -> tuple[bytes, bytes]:
     """The extra counter values of ``rec`` on ``ring``: the present resources' head - tail, then their use % (when
-    the ring knows every capacity).  :data:`encode`'s path for a ring that lacks a resource (a v4 file's dep pool)."""
+    the ring knows every capacity).  :func:`encode`'s path for a ring that lacks a resource (a v4 file's dep pool)."""
     xs = [(getattr(rec, RESOURCE_TABLE[i].end_field) or 0) - (getattr(rec, RESOURCE_TABLE[i].start_field) or 0)
           for i in ring.present]
     vals = b"".join(EV_EXTRA_VALUE + varint(x) for x in xs)
@@ -109,7 +109,7 @@ def counters(rec: Record, ring: RingState) -> tuple[bytes, bytes]:
 
 
 def _encode_source() -> str:
-    """The source of :data:`encode`, each resource's counter and usage figures written out over the table: on a
+    """The source of :func:`encode`, each resource's counter and usage figures written out over the table: on a
     ring whose records carry every resource, ``x{i}`` its head - tail and ``v{3i+f}`` the field of its usage
     figure ``f``; a ring that lacks one, and a scope without a resource's usage, take the general path
     (:func:`counters`, :func:`~._wire.usage_args`)."""
@@ -203,17 +203,26 @@ def encode(w, parts, run, records, events, i, ei, stop):
 """
 
 
-encode: Callable[[Writer, list[bytes], RunState, Sequence[Record], Sequence[PairEvent], int, int, int], int] = \
-    unrolled(_encode_source(), {
+def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent],
+           i: int, ei: int, stop: int) -> int:
+    """The packets of ``records[i:stop]`` (``events[ei:]`` are the pair events from ``records[i]`` on); returns the
+    index of the first event after them.
+
+    The hot loop (:func:`_encode_source`, compiled at the first call): whole annotation fields of small values
+    come from tables, everything is local.  The pair events are in record order and each names the line of the
+    record that caused it, so the two lists are merged in one pass; a closing :class:`Scope` ends the top slice of
+    its track."""
+    done: int = _unrolled_encode()(w, parts, run, records, events, i, ei, stop)
+    return done
+
+
+@functools.cache
+def _unrolled_encode() -> Callable[..., int]:
+    made: Callable[..., int] = unrolled(_encode_source(), {
         "ANN_PREFIXES": ANN_PREFIXES, "BEGIN": BEGIN, "COUNTER_EVENT": COUNTER_EVENT, "END": END, "END_FULL": END_FULL,
         "EV_EXTRA_VALUE": EV_EXTRA_VALUE, "IID_DEPTH": IID_DEPTH, "IID_LINE": IID_LINE, "IID_UNMATCHED": IID_UNMATCHED,
         "IID_USAGE": IID_USAGE, "PACKET_FIXED": PACKET_FIXED, "PKT_TIMESTAMP": PKT_TIMESTAMP,
         "PKT_TRACK_EVENT": PKT_TRACK_EVENT, "TABLE": TABLE, "TRACE_PACKET": TRACE_PACKET, "Abandoned": Abandoned,
         "OpenScope": OpenScope, "Scope": Scope, "ann": ann, "ann_tables": ann_tables, "counters": counters,
         "event_line": event_line, "usage_args": usage_args, "varint": varint})["encode"]
-"""The packets of ``records[i:stop]`` (``events[ei:]`` are the pair events from ``records[i]`` on); returns the index
-of the first event after them.
-
-The hot loop: whole annotation fields of small values come from tables, everything is local.  The pair events
-are in record order and each names the line of the record that caused it, so the two lists are merged in one
-pass; a closing :class:`Scope` ends the top slice of its track."""
+    return made
