@@ -16,8 +16,9 @@ order), and memory depends on ``width``, never on the run.  Single-threaded; the
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ringtrace.model.records import Band, Bands, Column, Meta, PairEvent, Record, Scope
@@ -153,7 +154,7 @@ class Folder:
     def _occupancy(self, ring: int, rs: list[Record]) -> None:
         """Fold one ring's records of a chunk (in line order): each resource's head - tail at every record that has
         it.  Written out over the resources at its first call (:func:`_occupancy_source`)."""
-        Folder._occupancy = unrolled(_occupancy_source(), {})["_occupancy"]  # type: ignore[method-assign]
+        Folder._occupancy = _unrolled_occupancy()  # type: ignore[method-assign,assignment]
         self._occupancy(ring, rs)
 
     def bands(self) -> Bands:
@@ -190,3 +191,9 @@ def _occupancy_source() -> str:
 """
     return f"def _occupancy(self, ring, rs):\n    xs = [r.line for r in rs]\n{body}"
 
+
+@functools.cache
+def _unrolled_occupancy() -> Callable[[Folder, int, list[Record]], None]:
+    """:func:`_occupancy_source`'s ``_occupancy``, compiled once."""
+    made: Callable[[Folder, int, list[Record]], None] = unrolled(_occupancy_source(), {})["_occupancy"]
+    return made

@@ -24,6 +24,7 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NamedTuple, Protocol, cast
 
@@ -691,9 +692,15 @@ def _checked_v6(self, raws, line, out):
 """
 
 
-def _install_checks() -> None:
-    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled (once: at
-    their first call, which a compiled read, whose scanner checks the records, may never make)."""
-    made = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
+@functools.cache
+def _checks() -> dict[str, Any]:
+    return unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
                                       "DEFAULT_RINGS": DEFAULT_RINGS})
+
+
+def _install_checks() -> None:
+    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled once, at
+    their first call (which a compiled read, whose scanner checks the records, may never make); a caller that
+    took the first method before is sent on to the compiled one."""
+    made = _checks()
     Decoder._checked, Decoder._checked_v6 = made["_checked"], made["_checked_v6"]  # type: ignore[method-assign]

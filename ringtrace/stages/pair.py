@@ -45,7 +45,8 @@ capacity in the monotonic counter), the bytes before the crossing may be the ski
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from ringtrace.model.records import (
@@ -195,9 +196,7 @@ class Pairer:
     def push_many(self, recs: Sequence[Record]) -> list[PairEvent]:
         """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each.  The hot loop of
         the pure path: written out over the resources at its first call (:func:`_push_source`)."""
-        Pairer.push_many = unrolled(_push_source(), {  # type: ignore[method-assign]
-            "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
-            "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]
+        Pairer.push_many = _unrolled_push()  # type: ignore[method-assign,assignment]
         return self.push_many(recs)
 
     def _pin(self, ring: _Ring, pins: Sequence[int]) -> None:
@@ -488,3 +487,11 @@ def push_many(self, recs):
     return events
 """
 
+
+@functools.cache
+def _unrolled_push() -> Callable[[Pairer, Sequence[Record]], list[PairEvent]]:
+    """:func:`_push_source`'s ``push_many``, compiled once."""
+    made: Callable[[Pairer, Sequence[Record]], list[PairEvent]] = unrolled(_push_source(), {
+        "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
+        "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]
+    return made

@@ -23,13 +23,12 @@ from ringtrace.sinks._varint import varint
 from ringtrace.stages.core import PURE
 
 from ._file import TRACE_PACKET
-from ._layout import RingState, RunState, event_line
+from ._layout import RingState, RunState, event_line, present
 from ._wire import (
     ANN_PREFIXES,
     BEGIN,
     COUNTER_EVENT,
     END,
-    END_FULL,
     EV_EXTRA_VALUE,
     IID_DEPTH,
     IID_LINE,
@@ -41,6 +40,7 @@ from ._wire import (
     TABLE,
     ann,
     ann_tables,
+    end_template,
     usage_args,
 )
 
@@ -108,24 +108,26 @@ def counters(rec: Record, ring: RingState) -> tuple[bytes, bytes]:
     return vals, pct
 
 
-def _encode_source() -> str:
-    """The source of :func:`encode`, each resource's counter and usage figures written out over the table: on a
-    ring whose records carry every resource, ``x{i}`` its head - tail and ``v{3i+f}`` the field of its usage
-    figure ``f``; a ring that lacks one, and a scope without a resource's usage, take the general path
-    (:func:`counters`, :func:`~._wire.usage_args`)."""
+def _encode_source(present: tuple[int, ...]) -> str:
+    """The source of :func:`encode` for rings whose records carry the resources ``present`` (indices in the table;
+    a v4 file's lack the dep pool), each one's counter and usage figures written out: ``x{i}`` its head - tail,
+    ``v{3i+f}`` the field of its usage figure ``f``.  A ring that carries others, and a scope whose usage has
+    others, take the general path (:func:`counters`, :func:`~._wire.usage_args`): the same bytes."""
     n = range(len(RESOURCE_TABLE))
-    figures = range(3 * len(RESOURCE_TABLE))
-    xs = "".join(f"            x{i} = rec.{r.end_field} - rec.{r.start_field}\n" if not r.optional else
-                 f"            x{i} = (rec.{r.end_field} or 0) - (rec.{r.start_field} or 0)\n"
-                 for i, r in enumerate(RESOURCE_TABLE))
-    vals = ", ".join(f"EV_EXTRA_VALUE, varint(x{i})" for i in n)
-    pct = ", ".join(f"EV_EXTRA_VALUE, varint(100 * x{i} // caps[{i}])" for i in n)
+    figures = [3 * i + f for i in present for f in range(3)]
+    xs = "".join(f"            x{i} = rec.{RESOURCE_TABLE[i].end_field} - rec.{RESOURCE_TABLE[i].start_field}\n"
+                 if not RESOURCE_TABLE[i].optional else
+                 f"            x{i} = (rec.{RESOURCE_TABLE[i].end_field} or 0) - "
+                 f"(rec.{RESOURCE_TABLE[i].start_field} or 0)\n" for i in present)
+    vals = ", ".join(f"EV_EXTRA_VALUE, varint(x{i})" for i in present)
+    pct = ", ".join(f"EV_EXTRA_VALUE, varint(100 * x{i} // caps[{k}])" for k, i in enumerate(present))
     us = ", ".join(f"u{i}" for i in n)
-    none = " or ".join(f"u{i} is None" for i in n)
+    other = " or ".join(f"u{i} is None" if i in present else f"u{i} is not None" for i in n)
     vs = "".join(f"""\
                 x = u{f // 3}.{("high_water", "live_at_exit", "alloc")[f % 3]}
                 v{f} = T{f}[x] if 0 <= x < TABLE else ann(P{f}, x)
 """ for f in figures)
+    tables = "".join(f"    T{f}, P{f} = tables[IID_USAGE + {f}], ANN_PREFIXES[IID_USAGE + {f}]\n" for f in figures)
     return f"""
 def encode(w, parts, run, records, events, i, ei, stop):
     if i >= stop:
@@ -138,10 +140,9 @@ def encode(w, parts, run, records, events, i, ei, stop):
     a_depth, a_line = ANN_PREFIXES[IID_DEPTH], ANN_PREFIXES[IID_LINE]
     tables = ann_tables()
     T_DEPTH = tables[IID_DEPTH]
-    {", ".join(f"T{f}" for f in figures)}, = tables[IID_USAGE:IID_USAGE + {len(figures)}]
-    {", ".join(f"P{f}" for f in figures)}, = ANN_PREFIXES[IID_USAGE:IID_USAGE + {len(figures)}]
-    last_r = records[i].ring
+{tables}    last_r = records[i].ring
     ring = rings.get(last_r) or w.new_ring(run, records[i])
+    fast = ring.present == PRESENT
     for k in range(i, stop):
         rec = records[k]
         line = rec.line
@@ -149,6 +150,7 @@ def encode(w, parts, run, records, events, i, ei, stop):
         if r != last_r:
             ring = rings.get(r) or w.new_ring(run, rec)
             last_r = r
+            fast = ring.present == PRESENT
         closing = None
         if line == ev_line:
             while True:
@@ -162,7 +164,7 @@ def encode(w, parts, run, records, events, i, ei, stop):
                 if ev_line != line:
                     break
         caps = ring.caps
-        if ring.full:
+        if fast:
 {xs}            vals = join(({vals}))
             pct = join(({pct})) if caps else b""
         else:
@@ -185,10 +187,10 @@ def encode(w, parts, run, records, events, i, ei, stop):
             x = closing.depth
             a = T_DEPTH[x] if 0 <= x < TABLE else ann(a_depth, x)
             {us}, = closing.usage
-            if {none}:  # a resource its file lacks (a v4 file's dep pool), or not from the pairer
+            if {other}:  # not the usage of these resources (not from the pairer, odd data)
                 te = join((END, vals, EV_EXTRA_VALUE, vtp, a, a_line[len(b)], b, usage_args(closing)))
             else:
-{vs}                te = END_FULL % (vals, vtp, a, a_line[len(b)], b, {", ".join(f"v{f}" for f in figures)})
+{vs}                te = END_T % (vals, vtp, a, a_line[len(b)], b, {", ".join(f"v{f}" for f in figures)})
         else:
             interned = b""
             if closing is not None:  # its begin is on another ring (odd data): end it there
@@ -212,17 +214,21 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
     come from tables, everything is local.  The pair events are in record order and each names the line of the
     record that caused it, so the two lists are merged in one pass; a closing :class:`Scope` ends the top slice of
     its track."""
-    done: int = _unrolled_encode()(w, parts, run, records, events, i, ei, stop)
+    if i >= stop:
+        return ei
+    done: int = _unrolled_encode(present(records[i]))(w, parts, run, records, events, i, ei, stop)
     return done
 
 
 @functools.cache
-def _unrolled_encode() -> Callable[..., int]:
-    made: Callable[..., int] = unrolled(_encode_source(), {
-        "ANN_PREFIXES": ANN_PREFIXES, "BEGIN": BEGIN, "COUNTER_EVENT": COUNTER_EVENT, "END": END, "END_FULL": END_FULL,
-        "EV_EXTRA_VALUE": EV_EXTRA_VALUE, "IID_DEPTH": IID_DEPTH, "IID_LINE": IID_LINE, "IID_UNMATCHED": IID_UNMATCHED,
-        "IID_USAGE": IID_USAGE, "PACKET_FIXED": PACKET_FIXED, "PKT_TIMESTAMP": PKT_TIMESTAMP,
-        "PKT_TRACK_EVENT": PKT_TRACK_EVENT, "TABLE": TABLE, "TRACE_PACKET": TRACE_PACKET, "Abandoned": Abandoned,
-        "OpenScope": OpenScope, "Scope": Scope, "ann": ann, "ann_tables": ann_tables, "counters": counters,
-        "event_line": event_line, "usage_args": usage_args, "varint": varint})["encode"]
+def _unrolled_encode(carried: tuple[int, ...]) -> Callable[..., int]:
+    """:func:`_encode_source`'s ``encode`` for rings that carry ``carried``, compiled once."""
+    made: Callable[..., int] = unrolled(_encode_source(carried), {
+        "ANN_PREFIXES": ANN_PREFIXES, "BEGIN": BEGIN, "COUNTER_EVENT": COUNTER_EVENT, "END": END,
+        "END_T": end_template(3 * len(carried)), "EV_EXTRA_VALUE": EV_EXTRA_VALUE, "IID_DEPTH": IID_DEPTH,
+        "IID_LINE": IID_LINE, "IID_UNMATCHED": IID_UNMATCHED, "IID_USAGE": IID_USAGE, "PACKET_FIXED": PACKET_FIXED,
+        "PKT_TIMESTAMP": PKT_TIMESTAMP, "PKT_TRACK_EVENT": PKT_TRACK_EVENT, "PRESENT": carried, "TABLE": TABLE,
+        "TRACE_PACKET": TRACE_PACKET, "Abandoned": Abandoned, "OpenScope": OpenScope, "Scope": Scope, "ann": ann,
+        "ann_tables": ann_tables, "counters": counters, "event_line": event_line, "usage_args": usage_args,
+        "varint": varint})["encode"]
     return made

@@ -52,8 +52,14 @@ def _template(*parts: bytes | None) -> bytes:
 # Packet templates of the hot path (TrackEvent field order is free; Perfetto reads any order).
 BEGIN = _template(EV_TYPE + varint(SLICE_BEGIN), None, None, EV_EXTRA_VALUE, None)  # name_iid, vals, tensormap
 END = EV_TYPE + varint(SLICE_END)  # then vals, tensormap, annotations
-# vals, tensormap, depth, line (prefix, value), the 3 usage figures of every resource
-END_FULL = _template(END, None, EV_EXTRA_VALUE, *(None,) * (4 + 3 * len(RESOURCES)))
+
+
+def end_template(figures: int) -> bytes:
+    """A slice end's template: vals, tensormap, depth, line (prefix, value), ``figures`` usage figures (3 per
+    resource its records carry)."""
+    return _template(END, None, EV_EXTRA_VALUE, *(None,) * (4 + figures))
+
+
 COUNTER_EVENT = _template(EV_TYPE + varint(COUNTER), EV_TRACK_UUID, None, EV_COUNTER_VALUE, None, None, None)
 PACKET_FIXED = len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT)
 """Bytes of a packet besides its timestamp, sequence id, event length, event and interned data."""
