@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ringtrace.model.records import Band, Bands, Column, Meta, PairEvent, Record, Scope
@@ -154,7 +154,7 @@ class Folder:
     def _occupancy(self, ring: int, rs: list[Record]) -> None:
         """Fold one ring's records of a chunk (in line order): each resource's head - tail at every record that has
         it.  Written out over the resources at its first call (:func:`_occupancy_source`)."""
-        Folder._occupancy = _unrolled_occupancy()  # type: ignore[method-assign,assignment]
+        _install_occupancy()
         self._occupancy(ring, rs)
 
     def bands(self) -> Bands:
@@ -193,7 +193,6 @@ def _occupancy_source() -> str:
 
 
 @functools.cache
-def _unrolled_occupancy() -> Callable[[Folder, int, list[Record]], None]:
-    """:func:`_occupancy_source`'s ``_occupancy``, compiled once."""
-    made: Callable[[Folder, int, list[Record]], None] = unrolled(_occupancy_source(), {})["_occupancy"]
-    return made
+def _install_occupancy() -> None:
+    """:meth:`Folder._occupancy` becomes :func:`_occupancy_source`'s, compiled once (at the first fold)."""
+    Folder._occupancy = unrolled(_occupancy_source(), {})["_occupancy"]  # type: ignore[method-assign]

@@ -219,6 +219,8 @@ class Decoder:
         self._site_warned = False
         self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
+        if scanner is None:  # it checks every record itself
+            _install_checks()
 
     @property
     def pending(self) -> int:
@@ -577,18 +579,18 @@ class Decoder:
                                 f"{name} went backwards on ring {rec.ring}: {now} after {prev}")
                     return
 
-    def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
-        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""
-        cap = self.meta.capacity(_WRAPPED.name, ring) if self.meta is not None else None
+    def _unroll(self, ring: int, raw_tail: int, raw_head: int, last_head: int | None) -> tuple[int, int]:
+        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring`` (``last_head``: its previous
+        record's, unrolled; None before its first)."""
+        meta = self.meta
+        cap = meta.capacity(_WRAPPED.name, ring) if meta is not None else None
         if cap is None:
             return raw_tail, raw_head
         last_raw = self._raw_heap.get(ring)
-        last = self._last.get(ring)
-        if last_raw is None or last is None:  # first sample of the ring: the lap that keeps the tail >= 0
+        if last_raw is None or last_head is None:  # first sample of the ring: the lap that keeps the tail >= 0
             head = raw_head + cap if raw_head < raw_tail else raw_head
         else:
-            prev: int = getattr(last, _WRAPPED.end_field)
-            head = prev + (raw_head - last_raw) % cap
+            head = last_head + (raw_head - last_raw) % cap
         return head - (raw_head - raw_tail) % cap, head
 
 
@@ -650,10 +652,11 @@ def _checked(self, r, line, out):
         self._error(out, line, "negative_counter", "a counter is negative")
         return
     wraps = rule.wraps
-    if wraps:
-        s{wrapped}, e{wrapped} = self._unroll(ring, s{wrapped}, e{wrapped})
-    rec = {record("line", "r.depth", "r.tensormap")}
     last = self._last.get(ring)
+    if wraps:
+        s{wrapped}, e{wrapped} = self._unroll(ring, s{wrapped}, e{wrapped},
+                                              None if last is None else last.{_WRAPPED.end_field})
+    rec = {record("line", "r.depth", "r.tensormap")}
     self._last[ring] = rec
     self._raw_heap[ring] = r.{_WRAPPED.end_field}
     if last is not None and ({moved}):
@@ -693,14 +696,10 @@ def _checked_v6(self, raws, line, out):
 
 
 @functools.cache
-def _checks() -> dict[str, Any]:
-    return unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
-                                      "DEFAULT_RINGS": DEFAULT_RINGS})
-
-
 def _install_checks() -> None:
-    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled once, at
-    their first call (which a compiled read, whose scanner checks the records, may never make); a caller that
-    took the first method before is sent on to the compiled one."""
-    made = _checks()
+    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled once: when
+    the first decoder without a scanner is made, or at the first call (which a compiled read, whose scanner checks
+    the records, may never make)."""
+    made = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
+                                      "DEFAULT_RINGS": DEFAULT_RINGS})
     Decoder._checked, Decoder._checked_v6 = made["_checked"], made["_checked_v6"]  # type: ignore[method-assign]

@@ -46,7 +46,7 @@ capacity in the monotonic counter), the bytes before the crossing may be the ski
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
 
 from ringtrace.model.records import (
@@ -188,6 +188,7 @@ class Pairer:
         self._tm_peak = -1
         self._tm_site = ""
         self._tm_live = 0
+        _install_push()
 
     def push(self, rec: Record) -> tuple[PairEvent, ...]:
         events = self.push_many((rec,))
@@ -196,7 +197,7 @@ class Pairer:
     def push_many(self, recs: Sequence[Record]) -> list[PairEvent]:
         """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each.  The hot loop of
         the pure path: written out over the resources at its first call (:func:`_push_source`)."""
-        Pairer.push_many = _unrolled_push()  # type: ignore[method-assign,assignment]
+        _install_push()
         return self.push_many(recs)
 
     def _pin(self, ring: _Ring, pins: Sequence[int]) -> None:
@@ -489,9 +490,8 @@ def push_many(self, recs):
 
 
 @functools.cache
-def _unrolled_push() -> Callable[[Pairer, Sequence[Record]], list[PairEvent]]:
-    """:func:`_push_source`'s ``push_many``, compiled once."""
-    made: Callable[[Pairer, Sequence[Record]], list[PairEvent]] = unrolled(_push_source(), {
+def _install_push() -> None:
+    """:meth:`Pairer.push_many` becomes :func:`_push_source`'s, compiled once (at the first pairer)."""
+    Pairer.push_many = unrolled(_push_source(), {  # type: ignore[method-assign]
         "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
         "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]
-    return made
