@@ -545,7 +545,7 @@ class Decoder:
             return
         self._checked(r, line, out)
 
-    # the record checks, written out over TABLE at the first call of either (:func:`_check_source`):
+    # the record checks, written out over TABLE once (:func:`_check_source`, :func:`_install_checks`):
 
     def _checked(self, r: _RawFixed, line: int, out: list[Item]) -> None:
         """Validate a decoded record against the metadata and the ring's previous sample."""
@@ -568,7 +568,8 @@ class Decoder:
 
     def _backwards(self, out: list[Item], line: int, rec: Record, last: Record, wraps: bool) -> None:
         """``rec`` went backwards from ``last`` (its ring's previous sample): the first counter that did, in the
-        records' order (v4/v5 wrapped heap counters are derived by unrolling: not checked)."""
+        records' order.  v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the tail
+        may (a full ring reads as empty, so the next sample's tail is lower): not checked."""
         for r in TABLE:
             if wraps and r.contiguous:
                 continue
