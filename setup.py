@@ -10,6 +10,7 @@ there (the reference, which ``RINGTRACE_PURE=1`` selects on any machine).
 
 from __future__ import annotations
 
+import os
 import sys
 from glob import glob
 
@@ -28,10 +29,13 @@ def _why(err: Exception) -> str:
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that never fails the install: a missing compiler or failed compilations are one line."""
+    """build_ext that never fails the install: a missing compiler or failed compilations are one line.  A module
+    that was not built leaves no older build of it behind (in ``build/`` or, ``--inplace``, in the package): the
+    install reads on the pure path rather than through a module built from other tables."""
 
     def run(self) -> None:
         self.failed: dict[str, str] = {}  # what was not built -> why
+        self.in_place = self.inplace  # build_ext.run builds in build/ first, then copies in place
         try:
             super().run()
         except Exception as err:  # no compiler at all, or copying in place what was not built
@@ -46,6 +50,12 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as err:  # the compiler ran and failed
             self.failed[WHAT.get(ext.name, ext.name)] = _why(err)
+            stale = [self.get_ext_fullpath(ext.name)]
+            if self.in_place:  # the package is at the top of the tree: its module's path is its file name
+                stale.append(self.get_ext_filename(ext.name))
+            for path in stale:
+                if os.path.exists(path):
+                    os.remove(path)
 
 
 CORE_SRC = "ringtrace/stages/_core_src"

@@ -52,13 +52,17 @@ from ringtrace.model.records import (
     WedgeCause,
 )
 from ringtrace.model.runtime import (
+    BY_NAME,
     COMPILE_DEFAULTS,
     CONFIG_KEYS,
+    DEADLOCK_CODES,
     ERROR_CODES,
     KIB,
     MIN_ACCEPTED,
     RESOURCES,
     RINGS,
+    TABLE,
+    TASKS,
     accept,
     accept_below,
     describe_code,
@@ -70,6 +74,8 @@ from ringtrace.sources.paths import run_folder
 from ringtrace.stages.need import dep_pool_estimate, proven_need
 
 DEFAULT_HEADROOM = 0.1
+_CONTIGUOUS = frozenset(r.name for r in TABLE if r.contiguous)  # the heap: contiguous blocks, one task's must fit
+_IN_BYTES = frozenset(r.config_key for r in TABLE if r.bytes)  # RunConfig fields in bytes (ring_heap)
 CLOSE = 1.25
 """A bracket is closed when a size that completed is at most this many times the proven need."""
 __all__ = [
@@ -140,7 +146,8 @@ def fmt(resource: str, n: int | None) -> str:
 
 def exact(resource: str, n: int) -> str:
     """``n`` to the unit: bytes where a heap size is not a whole KiB (a proof is about that very size)."""
-    return f"{n} B" if resource == "heap" and n % KIB else fmt(resource, n)
+    r = BY_NAME.get(resource)
+    return f"{n} B" if r is not None and r.bytes and n % KIB else fmt(resource, n)
 
 
 def next_above(resource: str, n: int) -> int:
@@ -181,7 +188,7 @@ def _code(run: RunFacts) -> int | None:
         if log.fatal_code:
             return log.fatal_code
         resource = log.deadlock.resource if log.deadlock is not None else None
-        return {"heap": 2, "task_window": 3, "dep_pool": 4}.get(resource or "", -1)
+        return DEADLOCK_CODES.get(resource or "", -1)
     if run.summary.meta is not None and run.summary.meta.dropped > 0 and not run.summary.meta.fatal:
         return None  # scopes left open by missing records are not a wedge
     if run.summary.wedged and run.causes:
@@ -227,7 +234,7 @@ def _shortfall(run: RunFacts, code: int) -> _Shortfall | None:
     cap = _log_capacity(log, resource) if log is not None else None
     if cap is None and ring is not None and s.meta is not None:
         cap = s.meta.capacity(resource, ring)
-    asked = log.requested_bytes if log is not None and resource == "heap" else None
+    asked = log.requested_bytes if log is not None and resource in _CONTIGUOUS else None
     d = log.deadlock if log is not None else None
     # a wall-clock give-up proves little, unless the report shows a request that can never fit
     backstop = d is not None and d.backstop and not (
@@ -351,7 +358,7 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             count = dep_pool_estimate(p, s)
             if count.value and _completed(s):  # runs in label order: the latest completed run's count, taken
                 b.est, b.est_src = count.value, run.name  # closest to the sizes the answer will have
-                window = s.meta.capacity("task_window", p.ring) if s.meta is not None else None
+                window = s.meta.capacity(TASKS.name, p.ring) if s.meta is not None else None
                 b.counts.append((window, count.value, run.name))
         if code is None:
             if _completed(s) and s.meta is not None:
@@ -372,11 +379,12 @@ def _unit_bounds(runs: Sequence[RunFacts]) -> tuple[dict[Key, _Bound], list[str]
             continue
         pending.append(short)
     for (_, r), b in bounds.items():
-        if r == "dep_pool" and b.counts:  # what was live at once at the window the answer converges on
-            window = b.counts[-1][0]
+        if b.counts:  # a batch-reclaimed resource (the dep pool): what was live at once at the window the answer
+            window = b.counts[-1][0]  # converges on
             top = max((c for c in b.counts if c[0] == window), key=lambda c: c[1])
-            b.lower(top[1], top[2], f"{top[1]} entries were live at once in a run at this task window (the dep "
-                                    "pool's count is timing: the most seen is what a run can need)")
+            res = BY_NAME[r]
+            b.lower(top[1], top[2], f"{top[1]} {res.unit} were live at once in a run at this task window (the "
+                                    f"{res.words}'s count is timing: the most seen is what a run can need)")
     for short in pending:
         if short.ring is None:  # a report that names no ring is pinned later (_pin_ringless)
             continue
@@ -479,23 +487,23 @@ def _ceiling(r: str, lo: int) -> int:
     nothing proven, the runtime's floor.  No final size exceeds it."""
     if not lo:
         return MIN_ACCEPTED[r]
-    if r == "dep_pool":
+    if BY_NAME[r].batch:
         return max(MIN_ACCEPTED[r], math.floor(lo * CLOSE))
-    return accept(r, lo) if r == "task_window" else accept(r, lo * CLOSE)
+    return accept(r, lo) if BY_NAME[r].power_of_two else accept(r, lo * CLOSE)
 
 
 def _closing(r: str, lo: int, h: float) -> int:
     """The largest size whose completion closes a bracket over the proven need ``lo``: :func:`_ceiling`; for
     the dep pool, whose outcome near its minimum varies from run to run (timing), low enough that the final
     size keeps ``h`` over the completion and still stays under the ceiling."""
-    if r == "dep_pool" and lo:
+    if BY_NAME[r].batch and lo:
         return max(MIN_ACCEPTED[r], math.floor(lo * CLOSE / (1 + h)))
     return _ceiling(r, lo)
 
 
 def _below(r: str, hi: int, h: float) -> int | None:
     """The smallest accepted size whose failure closes a bracket under ``hi`` (None: none does)."""
-    if r == "task_window":
+    if BY_NAME[r].power_of_two:
         return accept_below(r, hi)
     p = max(MIN_ACCEPTED[r], math.floor(hi / CLOSE) - 2)
     while p < hi and _closing(r, p + 1, h) < hi:
@@ -503,14 +511,14 @@ def _below(r: str, hi: int, h: float) -> int | None:
     return p if p < hi else None
 
 
-def _spread(b: _Bound) -> str:
-    """The evidence that a dep pool's need varies from run to run: counts that differ, or a failure at or above a
-    size that completed ("" where there is none)."""
+def _spread(r: str, b: _Bound) -> str:
+    """The evidence that a dep pool's need (``r``'s) varies from run to run: counts that differ, or a failure at or
+    above a size that completed ("" where there is none)."""
     window = b.counts[-1][0] if b.counts else None
     counts = sorted({c for w, c, _ in b.counts if w == window})
     above = [f for f in b.failed if b.hi is not None and f >= b.hi]
     if above:
-        return f"{fmt('dep_pool', max(above))} failed where {fmt('dep_pool', b.hi)} completed"
+        return f"{fmt(r, max(above))} failed where {fmt(r, b.hi)} completed"
     return f"{counts[0]} to {counts[-1]} entries seen" if len(counts) > 1 else ""
 
 
@@ -518,21 +526,22 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     """One (ring, resource)'s next step: ``final`` (closed), ``probe_ok`` (a size expected to complete: at
     :func:`_closing` when the estimate is no higher, else the estimate plus a quarter), ``probe_low`` (a size
     expected to fail, whose failure closes the bracket), ``grow`` (nothing completed yet)."""
+    res = BY_NAME[r]
     if not b.known:
         return _Plan("unknown", 0, "no run states this capacity (0 in the metadata means unknown): nothing is "
                                    f"proven about it; the records show about {fmt(r, b.est)}")
     lo, hi_known = b.lo_need, b.hi
     hi_src = b.hi_src
     if hi_known is not None and lo > hi_known:
-        if r == "dep_pool":  # a need above a completion: the outcome varies with timing (a task takes an entry
+        if res.batch:  # a need above a completion: the outcome varies with timing (a task takes an entry
             above = [c for c in b.completed if c[0] >= lo]  # only for a producer still running): the larger word
             hi_known, hi_src = min(above) if above else (None, "")  # is the safe one; a completion above it holds
         else:  # a completion below what the records seemed to prove: the real run wins
             lo = hi_known
-    lo_txt = f"at least {fmt(r, accept(r, lo) if r == 'heap' else lo)} ({b.lo_why})" if lo else "no need proven yet"
+    lo_txt = f"at least {fmt(r, accept(r, lo) if res.bytes else lo)} ({b.lo_why})" if lo else "no need proven yet"
     close = _closing(r, lo, h)
     est = b.est
-    if r == "heap" and b.request and b.proven:  # a failing request on top of what one scope held
+    if res.contiguous and b.request and b.proven:  # a failing request on top of what one scope held
         est = max(est, b.proven + b.request)
     est_txt = f"; the records show about {fmt(r, est)}" if est > lo else ""
     if b.retry and (hi_known is None or b.retry < hi_known) and b.retry >= lo:
@@ -550,19 +559,20 @@ def _plan(r: str, b: _Bound, h: float) -> _Plan:
     if hi <= close or below is None or below < accept(r, lo or 1):
         # headroom over the proven need, and over the completion as far as the bracket allows (near the
         # smallest size that completes an outcome can vary from run to run: format doc, "Sizing facts")
-        if r == "task_window":
+        if res.power_of_two:  # the next accepted size is twice as large
             rec = hi
-        elif r == "dep_pool":  # its count is timing: the most headroom over the largest need seen that 1.25x allows
+        elif res.batch:  # its count is timing: the most headroom over the largest need seen that 1.25x allows
             rec = max(hi, accept(r, lo * (1 + h)), accept(r, hi * (1 + h)), math.floor(lo * CLOSE))
         else:
             rec = max(hi, accept(r, lo * (1 + h)), min(accept(r, hi * (1 + h)), _ceiling(r, lo)))
         how = ("the smallest size the runtime accepts" if hi <= MIN_ACCEPTED[r] else
                f"{lo_txt}" + ("" if hi <= accept(r, lo or 1) else f", within {CLOSE - 1:.0%}"))
         head = f"; {fmt(r, rec)} keeps {h:.0%} headroom over the proven need" if rec > hi else ""
-        if r == "dep_pool" and rec > hi:
+        if res.batch and rec > hi:
             head = (f"; {fmt(r, rec)} keeps {rec / max(lo, 1) - 1:.0%} over the largest need seen ({fmt(r, lo)}): "
-                    "the dep pool's count is timing (a task takes an entry only for a producer still running)"
-                    + (f", and it varied here ({_spread(b)})" if _spread(b) else
+                    f"the {res.words}'s count is timing (a task takes an entry only for a producer still "
+                    "running)"
+                    + (f", and it varied here ({_spread(r, b)})" if _spread(r, b) else
                        ", so one or two runs at this size confirm it"))
         return _Plan("final", rec, f"{hi_txt}; {how}{head}")
     if est <= close:
@@ -989,16 +999,16 @@ def _kernel_fixes(s: RunSummary, advice: Sequence[Advice]) -> list[str]:
     out: list[str] = []
     grow = {(a.ring, a.resource) for a in advice
             if a.capacity and ((a.recommended or 0) > a.capacity or (a.measure_next or 0) > a.capacity)}
-    for p in s.peaks:
-        if p.resource != "heap" or (p.ring, "heap") not in grow or not p.scopes or not p.pinned:
+    for p in s.peaks:  # the heap's: what the tasks' intermediates hold
+        if p.resource not in _CONTIGUOUS or (p.ring, p.resource) not in grow or not p.scopes or not p.pinned:
             continue
         if p.alloc_site and p.alloc >= 0.5 * p.pinned:
-            out.append(f"ring {p.ring}: scope {p.alloc_site} alone allocates {fmt('heap', p.alloc)} and holds it "
+            out.append(f"ring {p.ring}: scope {p.alloc_site} alone allocates {fmt(p.resource, p.alloc)} and holds it "
                        f"until it exits: split it or give its intermediates an inner pl.scope (guide §3) before "
-                       f"raising ring_heap")
+                       f"raising {CONFIG_KEYS[p.resource]}")
     if s.max_depth > 3:
-        r3 = [p for p in s.peaks if p.ring == 3 and p.resource == "heap" and p.scopes]
-        rest = sum(p.pinned for p in s.peaks if p.ring < 3 and p.resource == "heap")
+        r3 = [p for p in s.peaks if p.ring == 3 and p.resource in _CONTIGUOUS and p.scopes]
+        rest = sum(p.pinned for p in s.peaks if p.ring < 3 and p.resource in _CONTIGUOUS)
         if r3 and r3[0].pinned > rest:
             out.append(f"depths 4..{s.max_depth} fold into ring 3 (a clamp) and it carries more than rings 0-2 "
                        "together: place scopes so nesting stays within depth 3 (guide §3)")
@@ -1026,7 +1036,7 @@ def _run_config(advice: Iterable[Advice], meta: Meta | None) -> list[tuple[str, 
         if meta is not None:
             if not changed:
                 continue
-            caps: tuple[int, ...] = getattr(meta, f"{r}_max")
+            caps = meta.maxes(r)
             for ring in range(RINGS):
                 if (values[ring] == 0 and ring < len(caps) and caps[ring] not in (0, COMPILE_DEFAULTS[r])
                         and not any(a.resource == r and a.ring == ring for a in advice)):
@@ -1040,7 +1050,7 @@ def _run_config(advice: Iterable[Advice], meta: Meta | None) -> list[tuple[str, 
 def snippet(key: str, value: int | tuple[int, ...]) -> str:
     """One RunConfig line in the guide's §4 form, e.g. ``ring_heap=(0, 0, 2 * 1024**3, 0)``."""
     def one(n: int) -> str:
-        if key != "ring_heap" or n == 0:
+        if key not in _IN_BYTES or n == 0:
             return str(n)
         for exp in (3, 2, 1):
             unit = 1024 ** exp

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from ringtrace.model.records import RESOURCES, RunFinished
-from ringtrace.model.runtime import COMPILE_DEFAULTS, RINGS, fmt_amount
+from ringtrace.model.runtime import BY_NAME, COMPILE_DEFAULTS, RINGS, fmt_amount
 
 Expect = dict[str, tuple[int, ...]]
 _NUMBER = re.compile(r"^(\d+)\s*(?:([kmgt])(?:i?b)?|b)?$", re.IGNORECASE)
@@ -81,7 +81,8 @@ def parse_expect(values: Sequence[str]) -> Expect:
 
 
 def _amount(resource: str, n: int) -> str:
-    return f"{fmt_amount(resource, n)} ({n})" if resource == "heap" and n >= 1024 else str(n)
+    r = BY_NAME.get(resource)
+    return f"{fmt_amount(resource, n)} ({n})" if r is not None and r.bytes and n >= 1024 else str(n)
 
 
 def expect_reasons(fin: RunFinished, expect: Expect | None) -> list[str]:

@@ -116,16 +116,13 @@ def contradiction(log: HostLog, meta: Meta) -> str | None:
         return None
     if d is None or d.ring is None:
         return None
-    stated: tuple[str, int | None, tuple[int, ...]] | None = (
-        ("heap", d.heap_size, meta.heap_max) if d.kind == "heap" else
-        ("task_window", d.task_size, meta.task_window_max) if d.kind in ("task_window", "scope") else
-        ("dep_pool", d.pool_size, meta.dep_pool_max) if d.kind == "dep_pool" else None)
-    if stated is None:
+    short = d.resource if d.kind != "fanin_pool" else None  # the spill pool's size is not in the metadata
+    if short is None:
         return None
-    res, said_size, caps = stated
+    said_size, caps = d.capacity, meta.maxes(short)
     have_size = caps[d.ring] if 0 <= d.ring < len(caps) else 0
     if said_size is not None and said_size > 0 and have_size > 0 and said_size != have_size:
-        return f"says ring {d.ring} {res} size={said_size}, the file's metadata says {have_size}"
+        return f"says ring {d.ring} {short} size={said_size}, the file's metadata says {have_size}"
     return None
 
 

@@ -61,7 +61,8 @@ class Meta(msgspec.Struct, frozen=True):
 class Record(msgspec.Struct, frozen=True, gc=False):
     """One scope-boundary sample.  Heap counters are monotonic (v4/v5 already unrolled).
 
-    ``dep_pool_*`` are None in version 4 files, which have no dep pool.
+    A ``*_start``/``*_end`` pair per resource of ``model.runtime.TABLE`` (the decoder fills them by name), None
+    where the file's version is older than the resource: ``dep_pool_*`` in version 4 files, which have no dep pool.
     ``line`` is the 1-based line number in the source file.
     """
 

@@ -7,8 +7,10 @@ pure functions; imports nothing from ringtrace, so every stage may use it.
 
 from __future__ import annotations
 
+import linecache
 import math
-from typing import NamedTuple
+import re
+from typing import Any, NamedTuple
 
 RINGS = 4
 """Ring sets per run (``CHIP_MAX_RING_DEPTH``); scope depth d uses ring ``min(d, 3)``."""
@@ -16,9 +18,20 @@ RINGS = 4
 KIB = 1024
 
 
+DEP_POOL_BATCH = 64
+"""The runtime reclaims a ring's dep pool only once this many of the ring's tasks have retired since
+the last reclaim (``PTO2_DEP_POOL_CLEANUP_INTERVAL`` in simpler's ``pto_runtime2_types.h``), and only
+when an allocation has to wait: nothing is reclaimed before the scope owning the ring's 64th task
+closes, so the entries live then are a need the records prove (on a ring with fewer tasks, all of them)."""
+
+
 class Resource(NamedTuple):
     """One per-ring resource of the runtime: every fact about it that ringtrace uses, in one row of
-    :data:`TABLE` (the old per-fact dicts below are derived from it)."""
+    :data:`TABLE` (the old per-fact dicts below are derived from it).
+
+    The last four say how it behaves where the three of today differ; a new row leaves them at their
+    defaults (a resource that a scope's tasks hold until the scope exits, whose records prove its need).
+    """
 
     name: str  # as records, metrics, flags and JSON name it: task_window, heap, dep_pool
     unit: str  # what it counts, for people: "tasks", "bytes", "entries"
@@ -32,16 +45,61 @@ class Resource(NamedTuple):
     power_of_two: bool = False  # accepted sizes are powers of two (the task window)
     holds_one_less: bool = False  # a ring of N holds N - 1 at once (the task window's full/empty slot)
     since_version: int = 4  # the first scope_stats version whose records carry it (the dep pool: 5)
+    counts_tasks: bool = False
+    """One entry per task (the task window): its head counts the ring's tasks, which is how the pairer tells a
+    scope that submitted one task, a scope nested before its parent allocated, and a ring's 64th task."""
+    contiguous: bool = False
+    """Its allocations are contiguous blocks of a ring of bytes (the heap): a block never straddles the ring's
+    end (what an allocation that crossed it skipped is not held: ``pair.held_bytes``), one task's block must
+    fit whole (``Peak.request`` proves a need), and versions 4-5 wrote its counters as offsets that wrap at the
+    capacity (``decode`` unrolls them; the one resource those versions wrapped)."""
+    batch: int = 0
+    """Reclaimed only once this many of the ring's tasks retired since the last reclaim, and how many entries a
+    task takes is timing (the dep pool: :data:`DEP_POOL_BATCH`): its records estimate the need (``Peak.batch``)
+    and prove none.  0: held until the scope exits, the records prove the need."""
+    origin: int = 0
+    """Its counters' first value (the dep pool's entry 0 is reserved: 1): a tail past it has moved."""
+
+    @property
+    def start_field(self) -> str:
+        """Its tail's field in the records (``Record``, the file's keys): ``heap_start``."""
+        return f"{self.name}_start"
+
+    @property
+    def end_field(self) -> str:
+        """Its head's field in the records: ``heap_end``."""
+        return f"{self.name}_end"
+
+    @property
+    def max_field(self) -> str:
+        """Its capacities' field in the metadata line (``Meta``): ``heap_max``."""
+        return f"{self.name}_max"
+
+    @property
+    def optional(self) -> bool:
+        """An older version's records lack it (it is newer than :data:`FIRST_VERSION`: the dep pool): None there."""
+        return self.since_version > FIRST_VERSION
+
+    @property
+    def words(self) -> str:
+        """Its name in sentences: ``dep pool``."""
+        return self.name.replace("_", " ")
 
 
 TABLE: tuple[Resource, ...] = (
     Resource("task_window", "tasks", "task-window slots", "", 16384, 4, 1, "ring_task_window",
-             power_of_two=True, holds_one_less=True),
-    Resource("heap", "bytes", "heap bytes", "_bytes", 256 << 20, KIB, KIB, "ring_heap", bytes=True),
-    Resource("dep_pool", "entries", "dep-pool entries", "", 16384, 4, 1, "ring_dep_pool", since_version=5),
+             power_of_two=True, holds_one_less=True, counts_tasks=True),
+    Resource("heap", "bytes", "heap bytes", "_bytes", 256 << 20, KIB, KIB, "ring_heap", bytes=True, contiguous=True),
+    Resource("dep_pool", "entries", "dep-pool entries", "", 16384, 4, 1, "ring_dep_pool", since_version=5,
+             batch=DEP_POOL_BATCH, origin=1),
 )
-"""The per-ring resources, in report order: one row each (adding a fourth is one row here, one field pair
-in :class:`~ringtrace.model.records.Record` and :class:`~ringtrace.model.records.Meta`)."""
+"""The per-ring resources, in report order: one row each (adding a fourth is one row here, its two fields in
+:class:`~ringtrace.model.records.Record`, one in :class:`~ringtrace.model.records.Meta` and one in
+:class:`~ringtrace.model.records.RingSizes`; docs/design.md, "Ring resources")."""
+
+FIRST_VERSION = min(r.since_version for r in TABLE)
+"""The oldest scope_stats version with ring resources (4, the oldest read): the resources since then are in every
+file's records."""
 
 BY_NAME: dict[str, Resource] = {r.name: r for r in TABLE}
 
@@ -57,12 +115,25 @@ CONFIG_KEYS: dict[str, str] = {r.name: r.config_key for r in TABLE}
 SINCE_VERSION: dict[str, int] = {r.name: r.since_version for r in TABLE}
 """The first scope_stats version whose records carry each resource."""
 
+[TASKS] = [r for r in TABLE if r.counts_tasks]  # exactly one row counts the tasks
+"""The resource whose head counts the ring's tasks (the task window)."""
+TASKS_AT = TABLE.index(TASKS)
+"""Its index in :data:`TABLE` (and in ``Scope.usage``)."""
 
-DEP_POOL_BATCH = 64
-"""The runtime reclaims a ring's dep pool only once this many of the ring's tasks have retired since
-the last reclaim (``PTO2_DEP_POOL_CLEANUP_INTERVAL`` in simpler's ``pto_runtime2_types.h``), and only
-when an allocation has to wait: nothing is reclaimed before the scope owning the ring's 64th task
-closes, so the entries live then are a need the records prove (on a ring with fewer tasks, all of them)."""
+
+def unrolled(source: str, env: dict[str, Any]) -> dict[str, Any]:
+    """What ``source`` defines (its functions, by name), compiled once with the globals ``env``.
+
+    For the pure path's hot loops, which are written out over :data:`TABLE` when their module is imported
+    (one block per resource, as fast as a loop written by hand for three; a loop over the table costs 2-3x
+    per record; compiling them costs about a millisecond at start-up).  The source is registered with
+    :mod:`linecache`, so tracebacks and ``inspect`` show it."""
+    names = ", ".join(re.findall(r"^def (\w+)", source, re.M))
+    filename = f"<ringtrace: {names}, unrolled over model.runtime.TABLE>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    scope = dict(env)
+    exec(compile(source, filename, "exec"), scope)
+    return scope
 
 
 class ErrorCode(NamedTuple):
@@ -111,6 +182,12 @@ ERROR_CODES: dict[int, ErrorCode] = {
 }
 """Every code of the runtime's enum (orchestrator 0-11, scheduler 100-104).  Only 1-4 are ring
 capacities that a RunConfig can fix (11, the tensormap, has no RunConfig field)."""
+
+
+DEADLOCK_CODES: dict[str, int] = {e.resource: code for code, e in sorted(ERROR_CODES.items()) if e.resource}
+"""The code a ring resource's deadlock latches: HEAP_RING_DEADLOCK, DEP_POOL_OVERFLOW, and for the task window
+FLOW_CONTROL_DEADLOCK (the later of its two: SCOPE_DEADLOCK is one scope that overfills it, told apart by its
+own allocation).  A resource the runtime's enum does not name has none."""
 
 
 def error_name(code: int | None) -> str | None:

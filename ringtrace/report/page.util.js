@@ -24,8 +24,8 @@ function svg(tag, attrs, text) {
 }
 function add(parent, ...kids) { kids.forEach(k => { if (k) parent.appendChild(typeof k === "string" ? document.createTextNode(k) : k); }); return parent; }
 
-// A figure as the tables show it (the tests read the same format): bytes (the heap) in B/KiB/MiB/GiB with one
-// decimal.
+// A figure as the tables show it (the tests read the same format): a resource counted in bytes in B/KiB/MiB/GiB
+// with one decimal.
 function amount(res, n) {
   if (n === null || n === undefined) return "-";
   if (!inBytes(res)) return String(n);

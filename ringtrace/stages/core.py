@@ -18,7 +18,11 @@ one the install says so in one line) and ``RINGTRACE_PURE`` is not ``1`` (which 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ringtrace.config import pure_path
 from ringtrace.model.records import (
@@ -38,15 +42,25 @@ from ringtrace.model.records import (
 from ringtrace.stages.decode import MAX_LINE, Decoder, Item, Version
 from ringtrace.stages.pair import CappedSummary
 
-try:
+if TYPE_CHECKING:
     from ringtrace.stages import _core
-except ImportError:  # installed without a C compiler
-    BUILT = False
-else:
-    BUILT = True
+
+BUILT = importlib.util.find_spec("ringtrace.stages._core") is not None
+"""The core was built (where the install had no C compiler it was not).  Found, not loaded: it is loaded where a
+run first reads through it (:func:`compiled_module`), so the pure path never loads it (nor one built from other
+tables: a fourth resource's build stops at its ``_Static_assert``, docs/design.md, "Ring resources")."""
+
+
+@functools.cache
+def compiled_module() -> ModuleType:
+    """The compiled core, loaded and given the types it makes, once."""
+    from ringtrace.stages import _core
+
     _core.bind(Record=Record, Usage=Usage, Scope=Scope, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd,
                OpenScope=OpenScope, Peak=Peak, TensormapPeak=TensormapPeak, RunSummary=RunSummary,
                CappedSummary=CappedSummary, Band=Band, Bands=Bands)
+    return _core
+
 
 COMPILED = BUILT and not pure_path()
 """Read through the compiled core (the default where it was built); ``RINGTRACE_PURE=1``: the pure path."""
@@ -57,7 +71,8 @@ def pairer(meta: Meta | None = None, keep_events: bool = True, bands: int = 0) -
     ``bands``: it also folds the run's bands of that width, as :class:`.bands.Folder` does (0: none)."""
     if not BUILT:
         raise RuntimeError("the compiled reading core was not built (no C compiler at install)")
-    return _core.Pairer(meta, keep_events, bands)
+    made: _core.Pairer = compiled_module().Pairer(meta, keep_events, bands)
+    return made
 
 
 class Linked:
@@ -74,13 +89,15 @@ class Linked:
             raise RuntimeError("the compiled reading core was not built (no C compiler at install)")
         self.pairer = pairer
         self.keep_records = keep_records or pairer is None
-        self._scanner = _core.Scanner(pairer, keep_records)
+        self._scanner: _core.Scanner = compiled_module().Scanner(pairer, keep_records)
         self.scan = self._scanner.scan
         self.export = self._scanner.export
         self.load = self._scanner.load
 
     def configure(self, rule: Version, rings: int, heap_max: Sequence[int], max_line: int) -> bool:
-        return self._scanner.configure(rule.wraps, rule.dep_pool, rings, heap_max, max_line)
+        # the core carries TABLE's three resources (its _Static_assert), of which a version may lack only the
+        # last, the dep pool: it requires it where the version carries every one
+        return self._scanner.configure(rule.wraps, all(rule.carried), rings, heap_max, max_line)
 
     def decoded(self, out: list[Item], mark: int) -> None:
         """Linked: the Meta and records the decoder put in ``out[mark:]`` go to the pairer now, in line order

@@ -24,13 +24,14 @@ metadata line is skipped with a ``bom`` warning.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, NamedTuple, Protocol
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, cast
 
 import msgspec
 
 from ringtrace.model.records import Meta, Problem, Record
-from ringtrace.model.runtime import SINCE_VERSION
+from ringtrace.model.runtime import TABLE, unrolled
 
 MAX_LINE = 1 << 20
 """Lines longer than this (1 MiB) are skipped with a ``line_too_long`` error."""
@@ -43,12 +44,14 @@ class Version(NamedTuple):
     (``Scanner.configure``) both follow."""
 
     wraps: bool
-    """The heap counters wrap modulo ``heap_max[ring]``: unrolled per ring into monotonic ones."""
-    dep_pool: bool
-    """The records carry ``dep_pool_start``/``dep_pool_end``, required; without: read as None if present."""
+    """The heap counters (the contiguous resource's: ``Resource.contiguous``) wrap modulo ``heap_max[ring]``:
+    unrolled per ring into monotonic ones."""
+    carried: tuple[bool, ...]
+    """Per resource of :data:`~ringtrace.model.runtime.TABLE`, in its order: the records carry its ``*_start``/
+    ``*_end``, required (a resource newer than the version, the dep pool in version 4: read as None if present)."""
 
 
-VERSIONS: dict[int, Version] = {v: Version(wraps=wraps, dep_pool=v >= SINCE_VERSION["dep_pool"])
+VERSIONS: dict[int, Version] = {v: Version(wraps=wraps, carried=tuple(v >= r.since_version for r in TABLE))
                                 for v, wraps in ((4, True), (5, True), (6, False))}
 """The versions read, each with its rule; a newer version is read by the newest one's rule (with a warning)."""
 SUPPORTED_VERSIONS = range(min(VERSIONS), max(VERSIONS) + 1)
@@ -62,6 +65,16 @@ DEFAULT_RINGS = 4
 INT64_MAX = (1 << 63) - 1
 """Largest counter read: every figure fits the int64 fields of Perfetto and OTLP."""
 BOM = b"\xef\xbb\xbf"
+[_WRAPPED] = [r for r in TABLE if r.contiguous]  # the heap: the one resource versions 4-5 wrote wrapped
+_ALWAYS = tuple(r for r in TABLE if not r.optional)  # in every version's records (SUPPORTED_VERSIONS.start)
+
+
+def rings_of(meta: Meta | None) -> int:
+    """The rings a file has: as many as its metadata gives capacities for (the first resource's, which every
+    version has), else :data:`DEFAULT_RINGS`."""
+    caps = meta.maxes(TABLE[0].name) if meta is not None else ()
+    return len(caps) if caps else DEFAULT_RINGS
+
 
 Item = Meta | Record | Problem
 
@@ -100,32 +113,40 @@ class LineScanner(Protocol):
     def decoded(self, out: list[Item], mark: int) -> None: ...
 
 
-class _RawMeta(msgspec.Struct):
-    """The metadata line.  ``null`` is accepted nowhere (an absent key takes the default)."""
+class _RawMetaFixed(msgspec.Struct):
+    """The metadata line's keys besides the capacities (:data:`_RawMeta` adds one list per resource).  ``null``
+    is accepted nowhere (an absent key takes the default)."""
 
     version: int
     fatal: bool = False
     dropped: _Count = 0
     total: _Count | msgspec.UnsetType = msgspec.UNSET
-    task_window_max: list[_Count] = []
-    heap_max: list[_Count] = []
-    dep_pool_max: list[_Count] = []
     tensormap_max: _Count | msgspec.UnsetType = msgspec.UNSET
 
 
-class _RawRecord(msgspec.Struct, gc=False):
+_RawMeta = cast(type[_RawMetaFixed], msgspec.defstruct(
+    "_RawMeta", [(r.max_field, list[_Count], msgspec.field(default_factory=list)) for r in TABLE],
+    bases=(_RawMetaFixed,), module=__name__))
+"""The metadata line: :class:`_RawMetaFixed` and ``*_max``, a list per resource of :data:`TABLE`."""
+
+
+class _RawFixed(msgspec.Struct, gc=False):
+    """A record's keys besides the resources' counters (:data:`_RawRecord` adds them)."""
+
     site: str
     phase: Literal["begin", "end", "task"]
     depth: int
     ring: int
-    task_window_start: _Counter
-    task_window_end: _Counter
-    heap_start: _Counter
-    heap_end: _Counter
     tensormap: _Counter
-    dep_pool_start: _Counter | None = None
-    dep_pool_end: _Counter | None = None
 
+
+_RawRecord = cast(type[_RawFixed], msgspec.defstruct(
+    "_RawRecord",
+    [*((f, _Counter) for r in _ALWAYS for f in (r.start_field, r.end_field)),
+     *((f, _Counter | None, None) for r in TABLE if r not in _ALWAYS for f in (r.start_field, r.end_field))],
+    bases=(_RawFixed,), module=__name__, gc=False))
+"""A record: :class:`_RawFixed` and ``*_start``/``*_end`` per resource of :data:`TABLE`, required for those every
+version carries, else None when absent (whether a version requires them is its rule's)."""
 
 _META_DECODER = msgspec.json.Decoder(_RawMeta)
 _RECORD_DECODER = msgspec.json.Decoder(_RawRecord)
@@ -198,6 +219,8 @@ class Decoder:
         self._site_warned = False
         self._last: dict[int, Record] = {}  # latest sample per ring (heap unrolled), good or backwards
         self._raw_heap: dict[int, int] = {}  # v4/v5: last raw (wrapped) heap head per ring
+        if scanner is None:  # it checks every record itself
+            _install_checks()
 
     @property
     def pending(self) -> int:
@@ -303,19 +326,19 @@ class Decoder:
             scanner.load(self._last, self._raw_heap)
             scanner.decoded(out, mark)
 
-    def _batch_lines(self, raws: list[_RawRecord], out: list[Item]) -> None:
+    def _batch_lines(self, raws: list[_RawFixed], out: list[Item]) -> None:
         """The records of one :meth:`_batch`, checked in order."""
         self._release(out)
         first = self.line + 1
         self.line += len(raws)
-        if self._rule.wraps or not self._rule.dep_pool:
+        if self._rule.wraps or not all(self._rule.carried):
             checked = self._checked
             for line, r in enumerate(raws, first):
                 checked(r, line, out)
         else:
             self._checked_v6(raws, first, out)
 
-    def _batch(self, buf: bytes, start: int, end: int) -> list[_RawRecord] | None:
+    def _batch(self, buf: bytes, start: int, end: int) -> list[_RawFixed] | None:
         """The lines of ``buf[start:end]`` decoded by one ``decode_lines`` call, one record per line;
         None unless that provably reads the same records as :meth:`_line` one line at a time.
 
@@ -353,8 +376,8 @@ class Decoder:
             return False
         meta, rule = self.meta, self._rule
         if self._configured is None or self._configured[0] is not meta or self._configured[1] != rule:
-            rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
-            self._fast = scanner.configure(rule, rings, meta.heap_max if meta is not None else (), self._max_line)
+            wrapped = meta.maxes(_WRAPPED.name) if meta is not None else ()
+            self._fast = scanner.configure(rule, rings_of(meta), wrapped, self._max_line)
             self._configured = (meta, rule)
             scanner.load(self._last, self._raw_heap)
         return self._fast
@@ -480,15 +503,14 @@ class Decoder:
                                f"version {SUPPORTED_VERSIONS.stop - 1}", "warning"))
         self._version = m.version
         self._rule = version_rule(m.version)
-        if not m.task_window_max or not m.heap_max:
+        if not all(getattr(m, r.max_field) for r in _ALWAYS):
             out.append(Problem(1, "no_capacities", "metadata has no ring capacities; ratios unavailable",
                                "warning"))
         self.meta = Meta(
             version=m.version, fatal=m.fatal, dropped=m.dropped,
             total=None if m.total is msgspec.UNSET else m.total,
-            task_window_max=tuple(m.task_window_max), heap_max=tuple(m.heap_max),
-            dep_pool_max=tuple(m.dep_pool_max),
             tensormap_max=None if m.tensormap_max is msgspec.UNSET else m.tensormap_max,
+            **{r.max_field: tuple(getattr(m, r.max_field)) for r in TABLE},
         )
         out.append(self.meta)
 
@@ -523,114 +545,162 @@ class Decoder:
             return
         self._checked(r, line, out)
 
-    def _checked(self, r: _RawRecord, line: int, out: list[Item]) -> None:
+    # the record checks, written out over TABLE once (:func:`_check_source`, :func:`_install_checks`):
+
+    def _checked(self, r: _RawFixed, line: int, out: list[Item]) -> None:
         """Validate a decoded record against the metadata and the ring's previous sample."""
-        if r.phase == "task":
-            if not self._task_warned:
-                self._task_warned = True
-                out.append(Problem(line, "task_records", '"phase": "task" records are ignored', "warning"))
-            return
-        if not 0 <= r.depth <= MAX_DEPTH:
-            self._error(out, line, "depth_out_of_range", f"depth {r.depth} outside 0..{MAX_DEPTH}")
-            return
-        meta = self.meta
-        rings = len(meta.task_window_max) if meta is not None and meta.task_window_max else DEFAULT_RINGS
-        ring = r.ring
-        if not 0 <= ring < rings:
-            self._error(out, line, "ring_out_of_range",
-                        f"ring {ring} outside the metadata's rings 0..{rings - 1}")
-            return
-        dps, dpe = r.dep_pool_start, r.dep_pool_end
-        rule = self._rule
-        if rule.dep_pool and (dps is None or dpe is None):
-            self._error(out, line, "invalid_record",
-                        f"missing dep_pool_start/dep_pool_end (required in version {self._version})")
-            return
-        if not rule.dep_pool:
-            dps = dpe = None
-        tws, twe, hs, he = r.task_window_start, r.task_window_end, r.heap_start, r.heap_end
-        if (tws < 0 or twe < 0 or hs < 0 or he < 0 or r.tensormap < 0
-                or (dps is not None and dps < 0) or (dpe is not None and dpe < 0)):
-            self._error(out, line, "negative_counter", "a counter is negative")
-            return
-        wraps = rule.wraps
-        if wraps:
-            hs, he = self._unroll(ring, hs, he)
-        rec = Record(line=line, site=r.site, phase=r.phase, depth=r.depth, ring=ring, task_window_start=tws,
-                     task_window_end=twe, heap_start=hs, heap_end=he, dep_pool_start=dps, dep_pool_end=dpe,
-                     tensormap=r.tensormap)
-        last = self._last.get(ring)
-        self._last[ring] = rec
-        self._raw_heap[ring] = r.heap_end
-        if last is not None and (tws < last.task_window_start or twe < last.task_window_end
-                                 or (dps or 0) < (last.dep_pool_start or 0) or (dpe or 0) < (last.dep_pool_end or 0)
-                                 or (not wraps and (hs < last.heap_start or he < last.heap_end))):
-            # v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the
-            # tail may (a full ring reads as empty, so the next sample's tail is lower): not checked.
-            # The record is dropped, but it stays the ring's reference (set above): after one
-            # corrupt spike the following good records must not all read as going backwards.
-            now = (tws, twe, hs, he, dps or 0, dpe or 0)
-            prev = (last.task_window_start, last.task_window_end, last.heap_start, last.heap_end,
-                    last.dep_pool_start or 0, last.dep_pool_end or 0)
-            names = ("task_window_start", "task_window_end", "heap_start", "heap_end",
-                     "dep_pool_start", "dep_pool_end")
-            which = next(i for i in (0, 1, 2, 3, 4, 5) if now[i] < prev[i] and not (wraps and i in (2, 3)))
-            self._error(out, line, "counter_backwards",
-                        f"{names[which]} went backwards on ring {ring}: {now[which]} after {prev[which]}")
-            return
-        self.records += 1
-        out.append(rec)
+        _install_checks()
+        self._checked(r, line, out)
 
-    def _checked_v6(self, raws: list[_RawRecord], line: int, out: list[Item]) -> None:
-        """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap
-        counters that do not wrap, dep pool required).  A record that passes every check against
-        its ring's previous sample is built here in one go; any other goes through :meth:`_checked`
-        (the ring's first sample, a task record, anything out of range, missing or backwards),
-        which makes the same checks in order and says what is wrong."""
-        last_of = self._last
-        append = out.append
-        checked = self._checked
-        slow = 0
-        for n, r in enumerate(raws, line):
-            ring = r.ring
-            try:
-                last = last_of[ring]
-            except KeyError:  # the ring's first sample, or a ring out of range
-                checked(r, n, out)
-                slow += 1
+    def _checked_v6(self, raws: list[_RawFixed], line: int, out: list[Item]) -> None:
+        """:meth:`_checked` for records ``line``, ``line + 1``, ... of a version >= 6 file (heap counters that do
+        not wrap, every resource required).  A record that passes every check against its ring's previous sample is
+        built there in one go; any other goes through :meth:`_checked` (the ring's first sample, a task record,
+        anything out of range, missing or backwards), which makes the same checks in order and says what is
+        wrong."""
+        _install_checks()
+        self._checked_v6(raws, line, out)
+
+    def _missing(self, out: list[Item], line: int, i: int) -> None:
+        r = TABLE[i]
+        self._error(out, line, "invalid_record",
+                    f"missing {r.start_field}/{r.end_field} (required in version {self._version})")
+
+    def _backwards(self, out: list[Item], line: int, rec: Record, last: Record, wraps: bool) -> None:
+        """``rec`` went backwards from ``last`` (its ring's previous sample): the first counter that did, in the
+        records' order.  v4/v5 heap counters are derived by unrolling: the head cannot go backwards, and the tail
+        may (a full ring reads as empty, so the next sample's tail is lower): not checked."""
+        for r in TABLE:
+            if wraps and r.contiguous:
                 continue
-            depth = r.depth
-            tm = r.tensormap
-            dps = r.dep_pool_start
-            dpe = r.dep_pool_end
-            tws = r.task_window_start
-            twe = r.task_window_end
-            hs = r.heap_start
-            he = r.heap_end
-            # a ring with a previous sample is in range, and that sample's counters are >= 0:
-            # counters that did not go backwards are not negative either
-            if (not 0 <= depth <= MAX_DEPTH or tm < 0 or dps is None or dpe is None or r.phase == "task"
-                    or tws < last.task_window_start or twe < last.task_window_end
-                    or hs < last.heap_start or he < last.heap_end
-                    or dps < last.dep_pool_start or dpe < last.dep_pool_end):  # type: ignore[operator]
-                checked(r, n, out)
-                slow += 1
-            else:
-                last_of[ring] = rec = Record(line=n, site=r.site, phase=r.phase, depth=depth, ring=ring,
-                                             task_window_start=tws, task_window_end=twe, heap_start=hs,
-                                             heap_end=he, dep_pool_start=dps, dep_pool_end=dpe, tensormap=tm)
-                append(rec)
-        self.records += len(raws) - slow
+            for name in (r.start_field, r.end_field):
+                now, prev = getattr(rec, name) or 0, getattr(last, name) or 0
+                if now < prev:
+                    self._error(out, line, "counter_backwards",
+                                f"{name} went backwards on ring {rec.ring}: {now} after {prev}")
+                    return
 
-    def _unroll(self, ring: int, raw_tail: int, raw_head: int) -> tuple[int, int]:
-        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring``."""
-        cap = self.meta.capacity("heap", ring) if self.meta is not None else None
+    def _unroll(self, ring: int, raw_tail: int, raw_head: int, last_head: int | None) -> tuple[int, int]:
+        """v4/v5: map wrapped heap offsets onto monotonic counters for ``ring`` (``last_head``: its previous
+        record's, unrolled; None before its first)."""
+        meta = self.meta
+        cap = meta.capacity(_WRAPPED.name, ring) if meta is not None else None
         if cap is None:
             return raw_tail, raw_head
         last_raw = self._raw_heap.get(ring)
-        last = self._last.get(ring)
-        if last_raw is None or last is None:  # first sample of the ring: the lap that keeps the tail >= 0
+        if last_raw is None or last_head is None:  # first sample of the ring: the lap that keeps the tail >= 0
             head = raw_head + cap if raw_head < raw_tail else raw_head
         else:
-            head = last.heap_end + (raw_head - last_raw) % cap
+            head = last_head + (raw_head - last_raw) % cap
         return head - (raw_head - raw_tail) % cap, head
+
+
+def _check_source() -> str:
+    """The source of :meth:`Decoder._checked` and :meth:`Decoder._checked_v6`: the checks of each resource of
+    :data:`TABLE` written out (``s{i}``/``e{i}``: its tail and head), and the :class:`Record` built positionally
+    (its fields named in its order; a field this cannot fill fails the import)."""
+    n = range(len(TABLE))
+    optional = [i for i in n if TABLE[i] not in _ALWAYS]
+    wrapped = TABLE.index(_WRAPPED)
+
+    def record(line: str, depth: str, tensormap: str) -> str:
+        given = {"line": line, "site": "r.site", "phase": "r.phase", "depth": depth, "ring": "ring",
+                 "tensormap": tensormap}
+        for i in n:
+            given[TABLE[i].start_field], given[TABLE[i].end_field] = f"s{i}", f"e{i}"
+        return f"Record({', '.join(given[f] for f in Record.__struct_fields__)})"
+
+    def backwards(last: str, i: int, none: bool = False) -> str:
+        r = TABLE[i]
+        if none:
+            return (f"(s{i} or 0) < ({last}.{r.start_field} or 0) or (e{i} or 0) < ({last}.{r.end_field} or 0)")
+        return f"s{i} < {last}.{r.start_field} or e{i} < {last}.{r.end_field}"
+
+    loads = "".join(f"    s{i} = r.{TABLE[i].start_field}\n    e{i} = r.{TABLE[i].end_field}\n" for i in n)
+    required = "".join(f"""    if carried[{i}]:
+        if s{i} is None or e{i} is None:
+            self._missing(out, line, {i})
+            return
+    else:
+        s{i} = e{i} = None
+""" for i in optional)
+    negative = " or ".join([*(f"(s{i} is not None and s{i} < 0) or (e{i} is not None and e{i} < 0)"
+                              if i in optional else f"s{i} < 0 or e{i} < 0" for i in n), "r.tensormap < 0"])
+    moved = " or ".join([*(backwards("last", i, i in optional) for i in n if i != wrapped),
+                         f"(not wraps and ({backwards('last', wrapped)}))"])
+    v6_loads = "".join(f"        s{i} = r.{TABLE[i].start_field}\n        e{i} = r.{TABLE[i].end_field}\n" for i in n)
+    v6_bad = " or ".join(["not 0 <= depth <= MAX_DEPTH", "tm < 0", *(f"s{i} is None or e{i} is None" for i in optional),
+                          'r.phase == "task"', *(backwards("last", i) for i in n)])
+    return f"""
+def _checked(self, r, line, out):
+    if r.phase == "task":
+        if not self._task_warned:
+            self._task_warned = True
+            out.append(Problem(line, "task_records", '"phase": "task" records are ignored', "warning"))
+        return
+    if not 0 <= r.depth <= MAX_DEPTH:
+        self._error(out, line, "depth_out_of_range", f"depth {{r.depth}} outside 0..{{MAX_DEPTH}}")
+        return
+    meta = self.meta
+    rings = len(meta.{TABLE[0].max_field}) if meta is not None and meta.{TABLE[0].max_field} else DEFAULT_RINGS
+    ring = r.ring
+    if not 0 <= ring < rings:
+        self._error(out, line, "ring_out_of_range", f"ring {{ring}} outside the metadata's rings 0..{{rings - 1}}")
+        return
+    rule = self._rule
+    carried = rule.carried
+{loads}{required}    if {negative}:
+        self._error(out, line, "negative_counter", "a counter is negative")
+        return
+    wraps = rule.wraps
+    last = self._last.get(ring)
+    if wraps:
+        s{wrapped}, e{wrapped} = self._unroll(ring, s{wrapped}, e{wrapped},
+                                              None if last is None else last.{_WRAPPED.end_field})
+    rec = {record("line", "r.depth", "r.tensormap")}
+    self._last[ring] = rec
+    self._raw_heap[ring] = r.{_WRAPPED.end_field}
+    if last is not None and ({moved}):
+        # The record is dropped, but it stays the ring's reference (set above): after one
+        # corrupt spike the following good records must not all read as going backwards.
+        self._backwards(out, line, rec, last, wraps)
+        return
+    self.records += 1
+    out.append(rec)
+
+
+def _checked_v6(self, raws, line, out):
+    last_of = self._last
+    append = out.append
+    checked = self._checked
+    slow = 0
+    for n, r in enumerate(raws, line):
+        ring = r.ring
+        try:
+            last = last_of[ring]
+        except KeyError:  # the ring's first sample, or a ring out of range
+            checked(r, n, out)
+            slow += 1
+            continue
+        depth = r.depth
+        tm = r.tensormap
+{v6_loads}        # a ring with a previous sample is in range, and that sample's counters are >= 0:
+        # counters that did not go backwards are not negative either
+        if {v6_bad}:
+            checked(r, n, out)
+            slow += 1
+        else:
+            last_of[ring] = rec = {record("n", "depth", "tm")}
+            append(rec)
+    self.records += len(raws) - slow
+"""
+
+
+@functools.cache
+def _install_checks() -> None:
+    """:meth:`Decoder._checked` and :meth:`Decoder._checked_v6` become :func:`_check_source`'s, compiled once: when
+    the first decoder without a scanner is made, or at the first call (which a compiled read, whose scanner checks
+    the records, may never make)."""
+    made = unrolled(_check_source(), {"Record": Record, "Problem": Problem, "MAX_DEPTH": MAX_DEPTH,
+                                      "DEFAULT_RINGS": DEFAULT_RINGS})
+    Decoder._checked, Decoder._checked_v6 = made["_checked"], made["_checked_v6"]  # type: ignore[method-assign]

@@ -24,7 +24,7 @@ from ringtrace.model.records import (
     Usage,
     WedgeCause,
 )
-from ringtrace.model.runtime import ERROR_CODES, error_name
+from ringtrace.model.runtime import DEADLOCK_CODES, ERROR_CODES, TABLE, TASKS, TASKS_AT, error_name
 from ringtrace.model.runtime import fmt_amount as fmt_amount
 from ringtrace.stages.findings import BY_NAME
 from ringtrace.stages.need import proven_need
@@ -140,12 +140,17 @@ def _needs(s: RunSummary, th: Thresholds) -> list[Finding]:
     return out
 
 
+_COLLAPSE = tuple(r.name for r in sorted(TABLE, key=lambda r: not r.contiguous) if not r.batch)
+"""The resources whose need the records prove (a batch-reclaimed one's is timing), the heap's first: the collapse
+rule names the first that shows one."""
+
+
 def _collapse(s: RunSummary, th: Thresholds) -> list[Finding]:
     """One ring carries the proven need of a resource while the other rings in the file carry none (at most
     ``idle`` of its need), and that need is near the ring's capacity.  Where the need is, not how each ring was
     sized: a ring sized to its need is full, so the rule compares needs, never shares of capacity."""
     out: list[Finding] = []
-    for resource in ("heap", "task_window"):
+    for resource in _COLLAPSE:
         peaks = [p for p in s.peaks if p.resource == resource and p.capacity]
         if len({p.ring for p in peaks}) < 2:
             continue
@@ -202,18 +207,16 @@ def likely_error(s: RunSummary, innermost: OpenScope, th: Thresholds | None = No
     ring = [p for p in s.peaks if p.ring == innermost.ring and p.capacity]
     if not ring:
         return None, None, 0.0
-    tw = next((p for p in ring if p.resource == "task_window"), None)
-    own = usage[0] if usage else None
+    tw = next((p for p in ring if p.resource == TASKS.name), None)
+    own = usage[TASKS_AT] if usage else None
     if tw is not None and tw.capacity and own is not None and own.alloc >= th.near * tw.capacity:
         return 1, tw, own.alloc / tw.capacity
     worst = max(ring, key=lambda p: p.live_ratio or 0.0)
     ratio = worst.live_ratio or 0.0
     if ratio <= 0.0 or ratio < th.wedge:
         return None, None, 0.0
-    if worst.resource == "heap":
-        return 2, worst, ratio
-    if worst.resource == "dep_pool":
-        return 4, worst, ratio
+    if worst.resource != TASKS.name:  # its deadlock's code (None: one the runtime's enum does not name)
+        return DEADLOCK_CODES.get(worst.resource), worst, ratio
     same_ring = sum(1 for o in s.wedged if o.ring == innermost.ring)
     return (3 if same_ring > 1 else 1), worst, ratio
 
@@ -330,8 +333,7 @@ def _sizes_mismatch(meta: Meta, log: HostLog) -> list[Finding]:
         return []
     diffs: list[str] = []
     for res in RESOURCES:
-        from_meta: tuple[int, ...] = getattr(meta, f"{res}_max")
-        from_log: tuple[int, ...] = getattr(sizes, res)
+        from_meta, from_log = meta.maxes(res), sizes.of(res)
         for ring, (m, g) in enumerate(zip(from_meta, from_log, strict=False)):
             if m != g:
                 diffs.append(f"ring {ring} {res} {fmt_amount(res, g)} in the log, {fmt_amount(res, m)} in the metadata")
@@ -351,14 +353,17 @@ def _wedged(s: RunSummary, wedged: tuple[OpenScope, ...], th: Thresholds,
             f"{inner.line}); {len(wedged)} scope(s) never closed")
     if code is not None:
         name, move = ERROR_CODES[code].name, ERROR_CODES[code].move
-        if code == 1 and usage is not None and usage[0] is not None and peak is not None:
-            held = (f"the scope itself allocated {usage[0].alloc} of the ring {inner.ring} task window's "
+        own = usage[TASKS_AT] if usage is not None else None
+        if code == 1 and own is not None and peak is not None:
+            held = (f"the scope itself allocated {own.alloc} of the ring {inner.ring} task window's "
                     f"{peak.capacity} slots ({_pct(ratio)}) by the last sample")
         elif peak is not None:
             held = f"ring {inner.ring} {peak.resource} at {_pct(ratio)} of capacity at the last sample"
         else:
             held = f"tensormap at {_pct(ratio)} of capacity"
         text += f". Likely orch_error_code={code} {name} ({held}): {move}"
+    elif peak is not None:  # a resource whose deadlock the runtime's enum does not name
+        text += f". Ring {inner.ring} {peak.resource} at {_pct(ratio)} of capacity at the last sample"
     elif log_code is None:
         text += (f". No counter of ring {inner.ring} was near capacity at the last sample (it filled after it); "
                  f"look for orch_error_code= in the host log. Ring {inner.ring} capacities: "

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ringtrace.model.records import Peak, RunSummary
-from ringtrace.model.runtime import DEP_POOL_BATCH, fmt_amount
+from ringtrace.model.runtime import BY_NAME, Resource, fmt_amount
 
 
 class Need(NamedTuple):
@@ -31,39 +31,48 @@ class Need(NamedTuple):
 NOTHING = Need(0, "")
 
 
+def amount(r: Resource, n: int) -> str:
+    """``n`` of ``r`` for a sentence: bytes as KiB/MiB/GiB, other counts with their unit (``12 entries``)."""
+    return fmt_amount(r.name, n) if r.bytes else f"{n} {r.unit}"
+
+
 def proven_need(p: Peak, s: RunSummary) -> Need:
-    """The need of ``p``'s ring and resource that ``s``'s records prove (see the module docstring): task
-    window and heap only.  The dep pool's count is timing: a task takes an entry only for a producer that
-    has not completed yet, so a run whose orchestrator waits takes fewer (:func:`dep_pool_estimate`).
+    """The need of ``p``'s ring and resource that ``s``'s records prove (see the module docstring): not for a
+    resource reclaimed in batches (``Resource.batch``, the dep pool), whose count is timing: a task takes an entry
+    only for a producer that has not completed yet, so a run whose orchestrator waits takes fewer
+    (:func:`dep_pool_estimate`).
 
     A run with dropped records proves nothing from its figures (pairs may be wrong); a wedged run's
     innermost ring also counts what its open scopes held when it stopped."""
-    if not p.scopes or p.resource == "dep_pool" or (s.meta is not None and s.meta.dropped > 0):
+    r = BY_NAME.get(p.resource)
+    if r is None or r.batch or not p.scopes or (s.meta is not None and s.meta.dropped > 0):
         return NOTHING
     held = p.pinned
     if s.wedged and s.wedged[-1].ring == p.ring and p.open_pinned > held:
         held = p.open_pinned
-    if p.resource == "task_window":
+    if r.holds_one_less:
         if held <= 0:
             return NOTHING
-        return Need(held + 1, f"one scope's {held} tasks were live at once (released only at its exit; a window "
+        return Need(held + 1, f"one scope's {held} {r.unit} were live at once (released only at its exit; a window "
                               f"of N holds N - 1)")
     best = NOTHING
     if held > 0:
-        best = Need(held, f"one scope's tasks held {fmt_amount('heap', held)} until it exited")
-    if p.request > best.value:
-        best = Need(p.request, f"one task asked for {fmt_amount('heap', p.request)} (a block must fit whole)")
+        best = Need(held, f"one scope's tasks held {amount(r, held)} until it exited")
+    if r.contiguous and p.request > best.value:
+        best = Need(p.request, f"one task asked for {amount(r, p.request)} (a block must fit whole)")
     return best
 
 
 def dep_pool_estimate(p: Peak, s: RunSummary) -> Need:
-    """What the dep pool held in this run where nothing could be reclaimed yet (``Peak.batch``; or what open
-    scopes held): an estimate of the need, not a proof (see :func:`proven_need`); on the runtime the smallest
-    dep pool that completes was this figure or one more, or, with wide fan-ins, well below it."""
-    if not p.scopes or p.resource != "dep_pool" or (s.meta is not None and s.meta.dropped > 0):
+    """What a resource reclaimed in batches (``Resource.batch``: the dep pool) held in this run where nothing could
+    be reclaimed yet (``Peak.batch``; or what open scopes held): an estimate of the need, not a proof (see
+    :func:`proven_need`); on the runtime the smallest dep pool that completes was this figure or one more, or,
+    with wide fan-ins, well below it."""
+    r = BY_NAME.get(p.resource)
+    if r is None or not r.batch or not p.scopes or (s.meta is not None and s.meta.dropped > 0):
         return NOTHING
     held = max(p.pinned, p.batch, p.open_pinned if s.wedged and s.wedged[-1].ring == p.ring else 0)
     if held <= 0:
         return NOTHING
-    return Need(held, f"{held} entries were live before the pool could be reclaimed (the dep pool is reclaimed "
-                      f"only after {DEP_POOL_BATCH} tasks retire)")
+    return Need(held, f"{amount(r, held)} were live before the pool could be reclaimed (the {r.words} is reclaimed "
+                      f"only after {r.batch} tasks retire)")

@@ -45,10 +45,11 @@ capacity in the monotonic counter), the bytes before the crossing may be the ski
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from operator import attrgetter
 
 from ringtrace.model.records import (
-    RESOURCES,
     Abandoned,
     Meta,
     OpenScope,
@@ -61,7 +62,7 @@ from ringtrace.model.records import (
     UnmatchedEnd,
     Usage,
 )
-from ringtrace.model.runtime import DEP_POOL_BATCH, SINCE_VERSION
+from ringtrace.model.runtime import TABLE, TASKS, TASKS_AT, Resource, unrolled
 
 _NOTHING: tuple[PairEvent, ...] = ()
 
@@ -82,22 +83,30 @@ class CappedSummary(RunSummary, frozen=True):
     """Paired scopes (in ``scopes``) that closed at or after ``depth_cap_line``: not in the peaks."""
 
 
+N = len(TABLE)
+"""The resources (``Scope.usage``'s length)."""
+BATCH = max(r.batch for r in TABLE)
+"""The task count before which a batch-reclaimed resource (the dep pool) keeps everything: see ``Peak.batch``."""
+_TASKS = attrgetter(TASKS.end_field)  # a record's task count (the task window's head)
+
+
 class _Ring:
     """Running maxima for one ring over its paired scopes.
 
-    ``maxima`` holds (high_water, live_at_exit, alloc) for each of RESOURCES, flat; the sites
-    and the high-water begin line are indexed the same way.
+    ``maxima`` holds (high_water, live_at_exit, alloc) for each of RESOURCES, flat, then ``pinned`` per
+    resource (see the module docstring); the sites and the high-water begin line are indexed as the first.
     """
 
-    __slots__ = ("first", "heap_held", "lines", "maxima", "nested", "request", "scopes", "sites")
+    __slots__ = ("first", "held", "lines", "maxima", "nested", "request", "scopes", "sites")
 
     def __init__(self, first: Record | None = None) -> None:
         self.scopes = 0
-        self.heap_held = 0  # the largest heap alloc of a scope, less what may be the skipped end of the ring
-        self.maxima = [0] * 12  # 9..11: ``pinned`` per resource (see the module docstring)
-        self.sites = [""] * 9
-        self.lines = [0] * 9
-        self.request = [0, 0]  # heap bytes, dep-pool entries of one task
+        self.held = [0] * N  # contiguous resources (the heap): the largest alloc of a scope, less what may be
+        # the skipped end of the ring
+        self.maxima = [0] * (4 * N)  # 3N..4N-1: ``pinned`` per resource (see the module docstring)
+        self.sites = [""] * (3 * N)
+        self.lines = [0] * (3 * N)
+        self.request = [0] * N  # of one task, per resource (the task window's is 1: see ``summary``)
         self.nested = False  # a scope closed nested in a scope on this ring (else ``pinned`` is ``alloc``)
         self.first = first  # the begin of the ring's first paired scope: its tails are the ring's first
 
@@ -125,8 +134,8 @@ class _Ring:
     def pinned(self, i: int) -> int:
         """``pinned`` of resource ``i``: without same-ring nesting every scope's alloc was all held."""
         if self.nested:
-            return self.maxima[9 + i]
-        return self.heap_held if i == 1 else max(self.maxima[3 * i + 2], 0)
+            return self.maxima[3 * N + i]
+        return self.held[i] if TABLE[i].contiguous else max(self.maxima[3 * i + 2], 0)
 
 
 def held_bytes(begin_head: int, end_head: int, cap: int | None) -> int:
@@ -139,14 +148,13 @@ def held_bytes(begin_head: int, end_head: int, cap: int | None) -> int:
 
 def _usage(b: Record, e: Record) -> tuple[Usage | None, ...]:
     """high_water = e.R_end - b.R_start, live_at_exit = e.R_end - e.R_start, alloc = e.R_end - b.R_end."""
-    tw = Usage(e.task_window_end - b.task_window_start, e.task_window_end - e.task_window_start,
-               e.task_window_end - b.task_window_end)
-    hp = Usage(e.heap_end - b.heap_start, e.heap_end - e.heap_start, e.heap_end - b.heap_end)
-    if (b.dep_pool_start is None or b.dep_pool_end is None or e.dep_pool_start is None
-            or e.dep_pool_end is None):
-        return (tw, hp, None)
-    de = e.dep_pool_end
-    return (tw, hp, Usage(de - b.dep_pool_start, de - e.dep_pool_start, de - b.dep_pool_end))
+    out: list[Usage | None] = []
+    for r in TABLE:
+        bs, be = getattr(b, r.start_field), getattr(b, r.end_field)
+        es, ee = getattr(e, r.start_field), getattr(e, r.end_field)
+        out.append(None if bs is None or be is None or es is None or ee is None else
+                   Usage(ee - bs, ee - es, ee - be))
+    return tuple(out)
 
 
 class Pairer:
@@ -180,124 +188,23 @@ class Pairer:
         self._tm_peak = -1
         self._tm_site = ""
         self._tm_live = 0
+        _install_push()
 
     def push(self, rec: Record) -> tuple[PairEvent, ...]:
         events = self.push_many((rec,))
         return tuple(events) if events else _NOTHING
 
     def push_many(self, recs: Sequence[Record]) -> list[PairEvent]:
-        """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each."""
-        if not recs:
-            return []
-        events: list[PairEvent] = []
-        emit = events.append
-        stack = self._stack
-        push = stack.append
-        pop = stack.pop
-        rings = self._rings
-        last = self._last
-        tm_peak = self._tm_peak
-        max_depth = self.max_depth
-        capped = self.depth_cap_line
-        scopes = 0
-        batch, batch_full = self._batch, self._batch_full
-        add_site = self._sites.add
-        meta = self.meta
-        heap_caps = meta.heap_max if meta is not None else ()
-        for e in recs:
-            ring_no = e.ring
-            last[ring_no] = e
-            if e.task_window_end < DEP_POOL_BATCH:
-                batch[ring_no] = e
-            elif ring_no not in batch_full and e.phase == "end":
-                batch[ring_no] = e  # the scope that owns the ring's 64th task closes: nothing reclaimed before
-                batch_full.add(ring_no)
-            depth = e.depth
-            if e.tensormap > tm_peak:
-                tm_peak = e.tensormap
-                self._tm_site = e.site
-            if depth > max_depth:
-                max_depth = depth
-                if depth >= DEPTH_CAP and not capped:
-                    capped = self.depth_cap_line = e.line
-            if e.phase == "begin":
-                add_site(e.site)
-                if stack:
-                    top = stack[-1]
-                    if top.depth >= depth:
-                        events.extend(self._abandon(depth, e.line))
-                    elif e.task_window_end == top.task_window_end and top.ring == ring_no:
-                        self._mark(top)  # nested on its ring before it allocated anything: see _nested_end
-                push(e)
-                continue
-            if stack:
-                b = stack[-1]
-                if b.depth > depth:
-                    events.extend(self._abandon(depth + 1, e.line))
-                    b = stack[-1] if stack else e
-            else:
-                b = e
-            if b is e or b.depth != depth or b.site != e.site:
-                self.unmatched_ends += 1
-                emit(UnmatchedEnd(e.site, depth, ring_no, e.line))
-                continue
-            # a paired scope: usage (see _usage), running maxima of the end's ring, the event
-            pop()
-            x = e.task_window_end
-            t0, t1, t2 = x - b.task_window_start, x - e.task_window_start, x - b.task_window_end
-            x = e.heap_end
-            h0, h1, h2 = x - b.heap_start, x - e.heap_start, x - b.heap_end
-            bs, be, es, ee = b.dep_pool_start, b.dep_pool_end, e.dep_pool_start, e.dep_pool_end
-            if bs is None or be is None or es is None or ee is None:
-                dp = None
-                d0 = d1 = d2 = -1
-            else:
-                d0, d1, d2 = ee - bs, ee - es, ee - be
-                dp = Usage(d0, d1, d2)
-            usage = (Usage(t0, t1, t2), Usage(h0, h1, h2), dp)
-            if capped:  # at or past the depth cap this pair may be shifted: reported, not counted
-                scopes += 1
-                self.uncounted += 1
-                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, 0,
-                           None if b.ring == ring_no else b.ring))
-                continue
-            try:
-                ring = rings[ring_no]
-            except KeyError:
-                ring = rings[ring_no] = _Ring(b)
-            m = ring.maxima
-            if t2 == 1:
-                self._request(ring, b, e, h2, d2)
-            if ring.nested:  # a ring where a scope nested before its parent allocated: see _nested_end
-                self._nested_end(ring, b, e, t2, h2, d2)
-            if h2 > ring.heap_held:
-                cap = heap_caps[ring_no] if 0 <= ring_no < len(heap_caps) else 0
-                hh = held_bytes(b.heap_end, e.heap_end, cap)
-                if hh > ring.heap_held:
-                    ring.heap_held = hh
-            ring.scopes += 1
-            scopes += 1
-            if (t0 > m[0] or t1 > m[1] or t2 > m[2] or h0 > m[3] or h1 > m[4] or h2 > m[5]
-                    or (dp is not None and (d0 > m[6] or d1 > m[7] or d2 > m[8])) or ring.scopes == 1):
-                sets = ring.fold(usage, e.site, b.line)
-            else:
-                sets = 0
-            if b.ring == ring_no:
-                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets))
-            else:  # odd data: the begin is on another ring (its slice is on that track)
-                emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets,
-                           b.ring))
-        self.scopes += scopes
-        self._tm_peak = tm_peak
-        self.max_depth = max_depth
-        self._tm_live = recs[-1].tensormap
-        self.records += len(recs)
-        return events
+        """Push ``recs`` in order; the events they caused, in order.  Same as :meth:`push` on each.  The hot loop of
+        the pure path: written out over the resources at its first call (:func:`_push_source`)."""
+        _install_push()
+        return self.push_many(recs)
 
-    @staticmethod
-    def _pin(ring: _Ring, t: int, h: int, d: int) -> None:
+    def _pin(self, ring: _Ring, pins: Sequence[int]) -> None:
         m = ring.maxima
-        m[9], m[10], m[11] = max(m[9], t), max(m[10], h), max(m[11], d)
+        for i, x in enumerate(pins, 3 * N):
+            if x > m[i]:
+                m[i] = x
 
     def _mark(self, p: Record) -> None:
         """A scope begins nested in ``p`` on ``p``'s ring before ``p`` allocated anything: from now on the
@@ -309,13 +216,13 @@ class Pairer:
         if not ring.nested:  # every scope so far held all it allocated
             ring.nested = True
             m = ring.maxima
-            m[9], m[10], m[11] = max(m[2], 0), max(m[5], 0), max(m[8], 0)
+            m[3 * N:] = [max(m[3 * i + 2], 0) for i in range(N)]
         st = self._nest[p.depth]
         if st is None or st[0] is not p:
             self._nest[p.depth] = [p, p, None]
 
-    def _nested_end(self, ring: _Ring, b: Record, e: Record, t: int, h: int, d: int) -> None:
-        """Scope ``b``..``e`` closed on a ring where nesting is followed.
+    def _nested_end(self, ring: _Ring, b: Record, e: Record, allocs: tuple[int, ...]) -> None:
+        """Scope ``b``..``e`` (which allocated ``allocs``, per resource) closed on a ring where nesting is followed.
 
         Inside a parent on the same ring that allocated first, the parent holds all of it (nothing to
         do); inside a marked parent with no own block yet it pins what it held, and the parent learns
@@ -328,7 +235,7 @@ class Pairer:
             if st is None or st[0] is not p or st[2] is not None:
                 return
             acc = st[1]
-            if acc is not None and b.task_window_end > acc.task_window_end:
+            if acc is not None and _TASKS(b) > _TASKS(acc):
                 st[2] = acc
                 return
             st[1] = e
@@ -337,35 +244,27 @@ class Pairer:
             nest[b.depth] = None
             self._held_from_own(ring, own, e)
         else:
-            self._pin(ring, t, held_bytes(b.heap_end, e.heap_end, self._heap_cap(e.ring)), d)
+            self._pin(ring, [self._held(r, b, e) if r.contiguous else a for r, a in zip(TABLE, allocs, strict=True)])
 
-    def _heap_cap(self, ring_no: int) -> int | None:
-        return self.meta.capacity("heap", ring_no) if self.meta is not None else None
+    def _held(self, r: Resource, b: Record, e: Record) -> int:
+        """What a scope from ``b`` to ``e`` surely held of the contiguous resource ``r`` (see :func:`held_bytes`)."""
+        cap = self.meta.capacity(r.name, e.ring) if self.meta is not None else None
+        return held_bytes(getattr(b, r.end_field), getattr(e, r.end_field), cap)
 
     def _held_from_own(self, ring: _Ring, st: list[Record | None], e: Record) -> None:
         """A scope with nested same-ring scopes closed: it held from its own first allocation to its end."""
         acc, own = st[1], st[2]
-        if own is None and acc is not None and e.task_window_end > acc.task_window_end:
+        if own is None and acc is not None and _TASKS(e) > _TASKS(acc):
             own = acc
         if own is not None:
-            self._pin(ring, e.task_window_end - own.task_window_end,
-                      held_bytes(own.heap_end, e.heap_end, self._heap_cap(e.ring)),
-                      (e.dep_pool_end or 0) - (own.dep_pool_end or 0))
+            self._pin(ring, [self._held(r, own, e) if r.contiguous else
+                             (getattr(e, r.end_field) or 0) - (getattr(own, r.end_field) or 0) for r in TABLE])
 
-    def _request(self, ring: _Ring, b: Record, e: Record, h: int, d: int) -> None:
-        """A scope that submitted one task: its heap alloc is one block unless it crossed the ring's end."""
-        cap = self.meta.capacity("heap", e.ring) if self.meta is not None else None
-        req = ring.request
-        if cap is not None and b.heap_end // cap == (e.heap_end - 1) // cap and h > req[0]:
-            req[0] = h
-        if d > req[1]:
-            req[1] = d
-
-    def _open_pinned(self, ring_no: int) -> tuple[int, int, int]:
+    def _open_pinned(self, ring_no: int) -> tuple[int, ...]:
         """What the open scopes on ``ring_no`` hold at the ring's latest record (same model as ``pinned``)."""
         last = self._last.get(ring_no)
         if last is None:
-            return (0, 0, 0)
+            return (0,) * N
         for b in self._stack:
             if b.ring != ring_no:
                 continue
@@ -376,9 +275,8 @@ class Pairer:
                 base = st[2]
             else:
                 base = b
-            return (last.task_window_end - base.task_window_end, last.heap_end - base.heap_end,
-                    (last.dep_pool_end or 0) - (base.dep_pool_end or 0))
-        return (0, 0, 0)
+            return tuple((getattr(last, r.end_field) or 0) - (getattr(base, r.end_field) or 0) for r in TABLE)
+        return (0,) * N
 
     def _abandon(self, min_depth: int, line: int) -> list[PairEvent]:
         """Pop open scopes of depth >= ``min_depth`` as unmatched begins."""
@@ -412,24 +310,23 @@ class Pairer:
         for ring_no in sorted(self._last):
             ring = self._rings.get(ring_no) or _Ring()
             e = self._last[ring_no]  # live = head - tail at the ring's latest record
-            live = (e.task_window_end - e.task_window_start, e.heap_end - e.heap_start,
-                    0 if e.dep_pool_end is None else e.dep_pool_end - (e.dep_pool_start or 0))
-            f = ring.first
-            tails = (e.task_window_start, e.heap_start, e.dep_pool_start or 0)
-            first = (0, 0, 1) if f is None else (f.task_window_start, f.heap_start, f.dep_pool_start or 0)
-            moved = any(a > b for a, b in zip(tails, first, strict=True))
+            f = ring.first  # moved: the ring's tail moved past its first (the counters' origin without a scope)
+            moved = any((getattr(e, r.start_field) or 0) > (r.origin if f is None else getattr(f, r.start_field) or 0)
+                        for r in TABLE)
             held = self._open_pinned(ring_no)
-            requests = (1, ring.request[0], ring.request[1])
             bf = self._batch.get(ring_no)
-            batch = (0, 0, (bf.dep_pool_end or 0) - (bf.dep_pool_start or 0) if bf is not None else 0)
-            for i, resource in enumerate(RESOURCES):
-                if meta is not None and meta.version < SINCE_VERSION[resource]:  # v4: no dep pool
+            for i, r in enumerate(TABLE):
+                if meta is not None and meta.version < r.since_version:  # v4: no dep pool
                     continue
-                cap = meta.capacity(resource, ring_no) if meta is not None else None
+                head = getattr(e, r.end_field)
+                live = 0 if head is None else head - (getattr(e, r.start_field) or 0)
+                batch = (getattr(bf, r.end_field) or 0) - (getattr(bf, r.start_field) or 0) if r.batch and bf else 0
+                request = (1 if r.counts_tasks else ring.request[i]) if ring.scopes else 0
+                cap = meta.capacity(r.name, ring_no) if meta is not None else None
                 m, sites, j = ring.maxima, ring.sites, 3 * i
-                peaks.append(Peak(ring_no, resource, cap, m[j], sites[j], ring.lines[j], m[j + 1], sites[j + 1],
-                                  m[j + 2], sites[j + 2], live[i], ring.scopes, ring.pinned(i), held[i],
-                                  requests[i] if ring.scopes else 0, moved, batch[i]))
+                peaks.append(Peak(ring_no, r.name, cap, m[j], sites[j], ring.lines[j], m[j + 1], sites[j + 1],
+                                  m[j + 2], sites[j + 2], live, ring.scopes, ring.pinned(i), held[i], request, moved,
+                                  batch))
         tm_cap = meta.tensormap_max if meta is not None and meta.tensormap_max else None
         tensormap = TensormapPeak(tm_cap, max(self._tm_peak, 0), self._tm_site, self._tm_live)
         opened = self.open_scopes
@@ -441,3 +338,160 @@ class Pairer:
         return RunSummary(meta, self.records, self.scopes, self.unmatched_begins, self.unmatched_ends,
                           parse_errors, tuple(peaks), tensormap,
                           opened if finished else (), self.max_depth, opened, sites=tuple(sorted(self._sites)))
+
+
+def _push_source() -> str:
+    """The source of :meth:`Pairer.push_many`: for a paired scope, each resource's three figures (``hw{i}``,
+    ``lx{i}``, ``al{i}``, see :func:`_usage`) and what it folds into its ring written out over :data:`TABLE`
+    (a resource that a version may lack has ``u{i}`` None there, and figures of -1)."""
+    n = range(N)
+    always = [i for i in n if not TABLE[i].optional]
+    contiguous = [i for i in n if TABLE[i].contiguous]
+    tasks = TASKS.end_field
+    figures = ""
+    for i, r in enumerate(TABLE):
+        if i in always:
+            figures += f"""\
+        x = e.{r.end_field}
+        hw{i}, lx{i}, al{i} = x - b.{r.start_field}, x - e.{r.start_field}, x - b.{r.end_field}
+"""
+        else:
+            figures += f"""\
+        bs, be, es, ee = b.{r.start_field}, b.{r.end_field}, e.{r.start_field}, e.{r.end_field}
+        if bs is None or be is None or es is None or ee is None:
+            u{i} = None
+            hw{i} = lx{i} = al{i} = -1
+        else:
+            hw{i}, lx{i}, al{i} = ee - bs, ee - es, ee - be
+            u{i} = Usage(hw{i}, lx{i}, al{i})
+"""
+    usage = ", ".join(f"Usage(hw{i}, lx{i}, al{i})" if i in always else f"u{i}" for i in n)
+    allocs = ", ".join(f"al{i}" for i in n)
+    request = ""  # a scope that submitted one task: its allocations are one task's (see ``Peak.request``)
+    for i, r in enumerate(TABLE):
+        if r.counts_tasks:
+            continue
+        if r.contiguous:  # one block, unless it crossed the ring's end
+            request += f"""\
+            cap = caps{i}[ring_no] if ring_no < len(caps{i}) else 0
+            if cap > 0 and b.{r.end_field} // cap == (e.{r.end_field} - 1) // cap and al{i} > req[{i}]:
+                req[{i}] = al{i}
+"""
+        else:
+            request += f"""\
+            if al{i} > req[{i}]:
+                req[{i}] = al{i}
+"""
+    held = "".join(f"""\
+        if al{i} > ring.held[{i}]:
+            cap = caps{i}[ring_no] if 0 <= ring_no < len(caps{i}) else 0
+            hh = held_bytes(b.{TABLE[i].end_field}, e.{TABLE[i].end_field}, cap)
+            if hh > ring.held[{i}]:
+                ring.held[{i}] = hh
+""" for i in contiguous)
+    caps = "".join(f"    caps{i} = meta.{TABLE[i].max_field} if meta is not None else ()\n"
+                   for i in contiguous)
+
+    def exceeds(i: int) -> str:
+        test = f"hw{i} > m[{3 * i}] or lx{i} > m[{3 * i + 1}] or al{i} > m[{3 * i + 2}]"
+        return test if i in always else f"(u{i} is not None and ({test}))"
+
+    return f"""
+def push_many(self, recs):
+    if not recs:
+        return []
+    events = []
+    emit = events.append
+    stack = self._stack
+    push = stack.append
+    pop = stack.pop
+    rings = self._rings
+    last = self._last
+    tm_peak = self._tm_peak
+    max_depth = self.max_depth
+    capped = self.depth_cap_line
+    scopes = 0
+    batch, batch_full = self._batch, self._batch_full
+    add_site = self._sites.add
+    meta = self.meta
+{caps}    for e in recs:
+        ring_no = e.ring
+        last[ring_no] = e
+        if e.{tasks} < BATCH:
+            batch[ring_no] = e
+        elif ring_no not in batch_full and e.phase == "end":
+            batch[ring_no] = e  # the scope that owns the ring's 64th task closes: nothing reclaimed before
+            batch_full.add(ring_no)
+        depth = e.depth
+        if e.tensormap > tm_peak:
+            tm_peak = e.tensormap
+            self._tm_site = e.site
+        if depth > max_depth:
+            max_depth = depth
+            if depth >= DEPTH_CAP and not capped:
+                capped = self.depth_cap_line = e.line
+        if e.phase == "begin":
+            add_site(e.site)
+            if stack:
+                top = stack[-1]
+                if top.depth >= depth:
+                    events.extend(self._abandon(depth, e.line))
+                elif e.{tasks} == top.{tasks} and top.ring == ring_no:
+                    self._mark(top)  # nested on its ring before it allocated anything: see _nested_end
+            push(e)
+            continue
+        if stack:
+            b = stack[-1]
+            if b.depth > depth:
+                events.extend(self._abandon(depth + 1, e.line))
+                b = stack[-1] if stack else e
+        else:
+            b = e
+        if b is e or b.depth != depth or b.site != e.site:
+            self.unmatched_ends += 1
+            emit(UnmatchedEnd(e.site, depth, ring_no, e.line))
+            continue
+        # a paired scope: usage (see _usage), running maxima of the end's ring, the event
+        pop()
+{figures}        usage = ({usage})
+        if capped:  # at or past the depth cap this pair may be shifted: reported, not counted
+            scopes += 1
+            self.uncounted += 1
+            emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, 0,
+                       None if b.ring == ring_no else b.ring))
+            continue
+        try:
+            ring = rings[ring_no]
+        except KeyError:
+            ring = rings[ring_no] = _Ring(b)
+        m = ring.maxima
+        if al{TASKS_AT} == 1:
+            req = ring.request
+{request}        if ring.nested:  # a ring where a scope nested before its parent allocated: see _nested_end
+            self._nested_end(ring, b, e, ({allocs},))
+{held}        ring.scopes += 1
+        scopes += 1
+        if {" or ".join(exceeds(i) for i in n)} or ring.scopes == 1:
+            sets = ring.fold(usage, e.site, b.line)
+        else:
+            sets = 0
+        if b.ring == ring_no:
+            emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets))
+        else:  # odd data: the begin is on another ring (its slice is on that track)
+            emit(Scope(e.site, depth, ring_no, b.line, e.line, stack[-1].line if stack else 0, usage, sets,
+                       b.ring))
+    self.scopes += scopes
+    self._tm_peak = tm_peak
+    self.max_depth = max_depth
+    self._tm_live = recs[-1].tensormap
+    self.records += len(recs)
+    return events
+"""
+
+
+@functools.cache
+def _install_push() -> None:
+    """:meth:`Pairer.push_many` becomes :func:`_push_source`'s, compiled once (at the first pairer)."""
+    Pairer.push_many = unrolled(_push_source(), {  # type: ignore[method-assign]
+        "BATCH": BATCH, "DEPTH_CAP": DEPTH_CAP, "Scope": Scope, "UnmatchedEnd": UnmatchedEnd, "Usage": Usage,
+        "_Ring": _Ring, "held_bytes": held_bytes})["push_many"]

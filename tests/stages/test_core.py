@@ -185,16 +185,15 @@ def test_the_scanner_takes_the_runtime_lines_and_nothing_else() -> None:
               good.replace(b'"a.cpp:1"', b'"a\\u0041.cpp:1"'), good.replace(b'"a.cpp:1"', b'"caf\xc3\xa9"'),
               good.replace(b"512", b"1000000000000000000"), good + b"\r", good + b" ", good[:-1],
               good.replace(b'"tensormap": 4', b'"tensormap": 4.0'), good.replace(b"begin", b"task")]
-    from ringtrace.stages import _core  # built (the fixture above)
-
+    _core = core.compiled_module()  # built (the fixture above)
     scanner = _core.Scanner()
-    assert scanner.configure(*VERSIONS[6], 4, (), MAX_LINE)
+    assert scanner.configure(VERSIONS[6].wraps, all(VERSIONS[6].carried), 4, (), MAX_LINE)
     out: list[object] = []
     assert scanner.scan(good + b"\n" + good, 0, 2 * len(good) + 1, 2, out) == (2 * len(good) + 1, 2, 2)
     assert len(out) == 2 and isinstance(out[0], Record) and out[1].line == 3  # type: ignore[attr-defined]
     for other in others:
         fresh = _core.Scanner()
-        fresh.configure(*VERSIONS[6], 4, (), MAX_LINE)
+        fresh.configure(VERSIONS[6].wraps, all(VERSIONS[6].carried), 4, (), MAX_LINE)
         assert fresh.scan(other + b"\n", 0, len(other) + 1, 2, []) == (0, 0, 0), other
 
 

@@ -260,7 +260,7 @@ typedef struct {
 static void
 ring_read(Ring *g, PyObject *state)
 {
-    static const char *names[] = {"names", "seq", "has_dp", "caps", "extra", "pct_extra"};
+    static const char *names[] = {"names", "seq", "full", "caps", "extra", "pct_extra"};
     PyObject *v[6];
     g->ok = 0;
     for (int k = 0; k < 6; k++)
@@ -273,7 +273,7 @@ ring_read(Ring *g, PyObject *state)
     if (!PyDict_CheckExact(v[0]) || !PyBytes_CheckExact(v[1]) || !PyBool_Check(v[2]) || !PyTuple_CheckExact(v[3])
         || !PyBytes_CheckExact(v[4]) || !PyBytes_CheckExact(v[5]))
         goto done;
-    g->has_dp = v[2] == Py_True;
+    g->has_dp = v[2] == Py_True;  /* RingState.full: of the three, the dep pool is the one a ring may lack */
     g->ncaps = (int)PyTuple_GET_SIZE(v[3]);
     if (g->ncaps != 0 && g->ncaps != (g->has_dp ? 3 : 2))
         goto done;

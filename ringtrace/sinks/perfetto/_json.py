@@ -15,6 +15,7 @@ from ringtrace.model.records import (
     SinkEvent,
     Source,
 )
+from ringtrace.model.runtime import TABLE as RESOURCE_TABLE
 
 from ._file import TraceFile
 from ._layout import (
@@ -22,6 +23,7 @@ from ._layout import (
     RingState,
     RunState,
     event_line,
+    present,
     process_name,
     sort_key,
     verdict_kind,
@@ -81,7 +83,7 @@ class JsonTrace:
         for rec in ev.records:
             line = rec.line
             if rec.ring not in run.rings:
-                run.rings[rec.ring] = RingState(rec.ring, b"", 0, rec.dep_pool_end is not None)
+                run.rings[rec.ring] = RingState(rec.ring, b"", 0, present(rec))
                 emit({"ph": "M", "pid": pid, "tid": rec.ring + 1, "name": "thread_name",
                       "args": {"name": f"ring {rec.ring} scopes (1 us = 1 record)"}})
                 emit({"ph": "M", "pid": pid, "tid": rec.ring + 1, "name": "thread_sort_index",
@@ -106,9 +108,8 @@ class JsonTrace:
                 else:  # its begin is on another ring (odd data): end it there
                     self._end(run, OpenScope(closing.site, closing.depth, closing.begin_ring, closing.begin_line),
                               line, "")
-            live = {"task_window": rec.task_window_end - rec.task_window_start, "heap": rec.heap_end - rec.heap_start}
-            if rec.dep_pool_end is not None:
-                live["dep_pool"] = rec.dep_pool_end - (rec.dep_pool_start or 0)
+            live = {r.name: head - (getattr(rec, r.start_field) or 0) for r in RESOURCE_TABLE
+                    if (head := getattr(rec, r.end_field)) is not None}
             emit({"ph": "C", "pid": pid, "ts": line, "name": f"ring {rec.ring}", "args": live})
             caps = {res: run.meta.capacity(res, rec.ring) for res in live} if run.meta is not None else {}
             if caps and all(caps.values()):  # use % of capacity beside the absolute counters

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ringtrace.model.records import Meta, OpenScope, PairEvent, RunFinished, Scope, Source, Verdict
+from ringtrace.model.records import Meta, OpenScope, PairEvent, Record, RunFinished, Scope, Source, Verdict
+from ringtrace.model.runtime import TABLE
 
 TIME_AXIS = ("time axis: 1 ns = 1 boundary record; timestamps are line numbers in the scope_stats file "
              "(records carry no timestamps)")
@@ -15,17 +16,18 @@ JSON_TIME_AXIS = TIME_AXIS.replace("1 ns", "1 us")
 class RingState:
     """One ring of one source: its packet sequence, tracks and interned site names."""
 
-    __slots__ = ("caps", "extra", "has_dp", "names", "pct_extra", "ring", "seq", "seq_len", "uuid")
+    __slots__ = ("caps", "extra", "full", "names", "pct_extra", "present", "ring", "seq", "seq_len", "uuid")
 
-    def __init__(self, ring: int, seq: bytes, uuid: int, has_dp: bool) -> None:
+    def __init__(self, ring: int, seq: bytes, uuid: int, present: tuple[int, ...]) -> None:
         self.ring = ring
         self.seq = seq  # the encoded trusted_packet_sequence_id field
         self.seq_len = len(seq)
         self.uuid = uuid
-        self.has_dp = has_dp
+        self.present = present  # the resources (indices in TABLE) its records carry: a v4 file has no dep pool
+        self.full = len(present) == len(TABLE)  # every one of them
         self.names: dict[str, bytes] = {}  # site -> encoded name_iid field
         self.extra = b""  # encoded extra_counter_track_uuids of the ring's resources (no tensormap)
-        self.caps: tuple[int, ...] = ()  # the resources' capacities when all are known: use-% counters
+        self.caps: tuple[int, ...] = ()  # the present resources' capacities when all are known: use-% counters
         self.pct_extra = b""  # encoded extra_counter_track_uuids of the use-% counters
 
 
@@ -52,6 +54,11 @@ class RunState:
         self.labels, self.description = run_status(self.source, self.meta, fin, axis)
         opened = fin.summary.open if fin is not None else self.open
         return opened, fin is not None and bool(fin.summary.wedged), self.last_line + 1
+
+
+def present(rec: Record) -> tuple[int, ...]:
+    """The resources (indices in TABLE) a ring's first record carries (a resource newer than its file: None)."""
+    return tuple(i for i, r in enumerate(TABLE) if getattr(rec, r.end_field) is not None)
 
 
 def event_line(ev: PairEvent) -> int:

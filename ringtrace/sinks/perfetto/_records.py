@@ -10,22 +10,25 @@ twin goes on after it, so the packets are the reference's in every case, byte fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import importlib.util
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Protocol
 
 from ringtrace.config import pure_path
-from ringtrace.model.records import RESOURCES, Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
+from ringtrace.model.records import Abandoned, OpenScope, PairEvent, Record, Scope, UnmatchedEnd, Usage
+from ringtrace.model.runtime import TABLE as RESOURCE_TABLE
+from ringtrace.model.runtime import unrolled
 from ringtrace.sinks._varint import varint
 
 from ._file import TRACE_PACKET
-from ._layout import RingState, RunState, event_line
+from ._layout import RingState, RunState, event_line, present
 from ._wire import (
     ANN_PREFIXES,
     BEGIN,
     COUNTER_EVENT,
     END,
-    END6,
-    END9,
     EV_EXTRA_VALUE,
     IID_DEPTH,
     IID_LINE,
@@ -37,21 +40,28 @@ from ._wire import (
     TABLE,
     ann,
     ann_tables,
+    end_template,
     usage_args,
 )
 
-try:
+BUILT = importlib.util.find_spec(f"{__package__}._encode") is not None
+"""The compiled twin was built (where the install had no C compiler it was not).  Found, not loaded: it is loaded
+where records are first written through it (:func:`twin`), so the pure path never loads it."""
+
+
+@functools.cache
+def twin() -> ModuleType | None:
+    """The compiled twin, loaded and given the types it reads, once; None where they cannot be bound."""
     from . import _encode
 
-    _encode.bind(Record=Record, Scope=Scope, Usage=Usage, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd)
-except ImportError:  # installed without a C compiler
-    BUILT = False
-except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere than in member slots
-    BUILT = False
-else:
-    BUILT = True
+    try:
+        _encode.bind(Record=Record, Scope=Scope, Usage=Usage, Abandoned=Abandoned, UnmatchedEnd=UnmatchedEnd)
+    except TypeError:  # pragma: no cover - a msgspec that keeps fields elsewhere than in member slots
+        return None
+    return _encode
 
-COMPILED = BUILT and not pure_path()
+
+COMPILED = BUILT and not pure_path() and twin() is not None
 """Records are written by the compiled twin (the default where it was built); ``RINGTRACE_PURE=1``: :func:`encode`."""
 
 
@@ -73,12 +83,13 @@ def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record
     """Append the packets of ``records`` (one each, in order) and of ``events`` (the pair events of the same
     records, in record order) to ``parts``; ``compiled``: through the twin (RuntimeError where it was not built)."""
     n = len(records)
-    if compiled and not BUILT:
+    module = twin() if compiled and BUILT else None
+    if compiled and module is None:
         raise RuntimeError("the compiled Perfetto encoder was not built (no C compiler at install)")
-    if not compiled or not n:
+    if module is None or not n:
         encode(w, parts, run, records, events, 0, 0, n)
         return
-    fast = _encode.encode
+    fast = module.encode
     rings, tm = run.rings, run.tm_uuid
     i, ei = fast(parts, rings, tm, records, events, 0, 0)
     while i < n:
@@ -86,15 +97,39 @@ def write(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record
         i, ei = fast(parts, rings, tm, records, events, i + 1, ei)
 
 
-def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent],
-           i: int, ei: int, stop: int) -> int:
-    """The packets of ``records[i:stop]`` (``events[ei:]`` are the pair events from ``records[i]`` on);
-    returns the index of the first event after them.
+def counters(rec: Record, ring: RingState) -> tuple[bytes, bytes]:
+    """The extra counter values of ``rec`` on ``ring``: the present resources' head - tail, then their use % (when
+    the ring knows every capacity).  :func:`encode`'s path for a ring that lacks a resource (a v4 file's dep pool)."""
+    xs = [(getattr(rec, RESOURCE_TABLE[i].end_field) or 0) - (getattr(rec, RESOURCE_TABLE[i].start_field) or 0)
+          for i in ring.present]
+    vals = b"".join(EV_EXTRA_VALUE + varint(x) for x in xs)
+    caps = ring.caps
+    pct = b"".join(EV_EXTRA_VALUE + varint(100 * x // c) for x, c in zip(xs, caps, strict=True)) if caps else b""
+    return vals, pct
 
-    The hot loop: whole annotation fields of small values come from tables, everything is local.  The
-    pair events are in record order and each names the line of the record that caused it, so the two
-    lists are merged in one pass; a closing :class:`Scope` ends the top slice of its track.
-    """
+
+def _encode_source(present: tuple[int, ...]) -> str:
+    """The source of :func:`encode` for rings whose records carry the resources ``present`` (indices in the table;
+    a v4 file's lack the dep pool), each one's counter and usage figures written out: ``x{i}`` its head - tail,
+    ``v{3i+f}`` the field of its usage figure ``f``.  A ring that carries others, and a scope whose usage has
+    others, take the general path (:func:`counters`, :func:`~._wire.usage_args`): the same bytes."""
+    n = range(len(RESOURCE_TABLE))
+    figures = [3 * i + f for i in present for f in range(3)]
+    xs = "".join(f"            x{i} = rec.{RESOURCE_TABLE[i].end_field} - rec.{RESOURCE_TABLE[i].start_field}\n"
+                 if not RESOURCE_TABLE[i].optional else
+                 f"            x{i} = (rec.{RESOURCE_TABLE[i].end_field} or 0) - "
+                 f"(rec.{RESOURCE_TABLE[i].start_field} or 0)\n" for i in present)
+    vals = ", ".join(f"EV_EXTRA_VALUE, varint(x{i})" for i in present)
+    pct = ", ".join(f"EV_EXTRA_VALUE, varint(100 * x{i} // caps[{k}])" for k, i in enumerate(present))
+    us = ", ".join(f"u{i}" for i in n)
+    other = " or ".join(f"u{i} is None" if i in present else f"u{i} is not None" for i in n)
+    vs = "".join(f"""\
+                x = u{f // 3}.{("high_water", "live_at_exit", "alloc")[f % 3]}
+                v{f} = T{f}[x] if 0 <= x < TABLE else ann(P{f}, x)
+""" for f in figures)
+    tables = "".join(f"    T{f}, P{f} = tables[IID_USAGE + {f}], ANN_PREFIXES[IID_USAGE + {f}]\n" for f in figures)
+    return f"""
+def encode(w, parts, run, records, events, i, ei, stop):
     if i >= stop:
         return ei
     app = parts.append
@@ -105,10 +140,9 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
     a_depth, a_line = ANN_PREFIXES[IID_DEPTH], ANN_PREFIXES[IID_LINE]
     tables = ann_tables()
     T_DEPTH = tables[IID_DEPTH]
-    T0, T1, T2, T3, T4, T5, T6, T7, T8 = tables[IID_USAGE:IID_USAGE + 9]
-    P0, P1, P2, P3, P4, P5, P6, P7, P8 = ANN_PREFIXES[IID_USAGE:IID_USAGE + 3 * len(RESOURCES)]
-    last_r = records[i].ring
+{tables}    last_r = records[i].ring
     ring = rings.get(last_r) or w.new_ring(run, records[i])
+    fast = ring.present == PRESENT
     for k in range(i, stop):
         rec = records[k]
         line = rec.line
@@ -116,7 +150,8 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
         if r != last_r:
             ring = rings.get(r) or w.new_ring(run, rec)
             last_r = r
-        closing: Scope | None = None
+            fast = ring.present == PRESENT
+        closing = None
         if line == ev_line:
             while True:
                 pe = events[ei]
@@ -128,21 +163,12 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
                 ev_line = event_line(events[ei]) if ei < ne else -1
                 if ev_line != line:
                     break
-        x0 = rec.task_window_end - rec.task_window_start
-        a = varint(x0)
-        x1 = rec.heap_end - rec.heap_start
-        b = varint(x1)
         caps = ring.caps
-        if ring.has_dp:
-            x = (rec.dep_pool_end or 0) - (rec.dep_pool_start or 0)
-            c = varint(x)
-            vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b, EV_EXTRA_VALUE, c))
-            pct = join((EV_EXTRA_VALUE, varint(100 * x0 // caps[0]), EV_EXTRA_VALUE, varint(100 * x1 // caps[1]),
-                        EV_EXTRA_VALUE, varint(100 * x // caps[2]))) if caps else b""
+        if fast:
+{xs}            vals = join(({vals}))
+            pct = join(({pct})) if caps else b""
         else:
-            vals = join((EV_EXTRA_VALUE, a, EV_EXTRA_VALUE, b))
-            pct = join((EV_EXTRA_VALUE, varint(100 * x0 // caps[0]), EV_EXTRA_VALUE,
-                        varint(100 * x1 // caps[1]))) if caps else b""
+            vals, pct = counters(rec, ring)
         x = rec.tensormap
         vt = varint(x)
         vtp = vt + pct  # the tensormap's value, then the use-% values (the defaults' counter order)
@@ -160,32 +186,11 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
             b = varint(x)
             x = closing.depth
             a = T_DEPTH[x] if 0 <= x < TABLE else ann(a_depth, x)
-            u_tw, u_hp, u_dp = closing.usage
-            if u_tw is None or u_hp is None:  # not from the pairer: every scope has these two
+            {us}, = closing.usage
+            if {other}:  # not the usage of these resources (not from the pairer, odd data)
                 te = join((END, vals, EV_EXTRA_VALUE, vtp, a, a_line[len(b)], b, usage_args(closing)))
             else:
-                x = u_tw.high_water
-                v0 = T0[x] if 0 <= x < TABLE else ann(P0, x)
-                x = u_tw.live_at_exit
-                v1 = T1[x] if 0 <= x < TABLE else ann(P1, x)
-                x = u_tw.alloc
-                v2 = T2[x] if 0 <= x < TABLE else ann(P2, x)
-                x = u_hp.high_water
-                v3 = T3[x] if 0 <= x < TABLE else ann(P3, x)
-                x = u_hp.live_at_exit
-                v4 = T4[x] if 0 <= x < TABLE else ann(P4, x)
-                x = u_hp.alloc
-                v5 = T5[x] if 0 <= x < TABLE else ann(P5, x)
-                if u_dp is None:
-                    te = END6 % (vals, vtp, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5)
-                else:
-                    x = u_dp.high_water
-                    v6 = T6[x] if 0 <= x < TABLE else ann(P6, x)
-                    x = u_dp.live_at_exit
-                    v7 = T7[x] if 0 <= x < TABLE else ann(P7, x)
-                    x = u_dp.alloc
-                    v8 = T8[x] if 0 <= x < TABLE else ann(P8, x)
-                    te = END9 % (vals, vtp, a, a_line[len(b)], b, v0, v1, v2, v3, v4, v5, v6, v7, v8)
+{vs}                te = END_T % (vals, vtp, a, a_line[len(b)], b, {", ".join(f"v{f}" for f in figures)})
         else:
             interned = b""
             if closing is not None:  # its begin is on another ring (odd data): end it there
@@ -197,3 +202,33 @@ def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Recor
         n += PACKET_FIXED + len(ts) + ring.seq_len + len(lte) + len(interned)
         app(join((TRACE_PACKET, varint(n), PKT_TIMESTAMP, ts, ring.seq, PKT_TRACK_EVENT, lte, te, interned)))
     return ei
+"""
+
+
+def encode(w: Writer, parts: list[bytes], run: RunState, records: Sequence[Record], events: Sequence[PairEvent],
+           i: int, ei: int, stop: int) -> int:
+    """The packets of ``records[i:stop]`` (``events[ei:]`` are the pair events from ``records[i]`` on); returns the
+    index of the first event after them.
+
+    The hot loop (:func:`_encode_source`, compiled at the first call): whole annotation fields of small values
+    come from tables, everything is local.  The pair events are in record order and each names the line of the
+    record that caused it, so the two lists are merged in one pass; a closing :class:`Scope` ends the top slice of
+    its track."""
+    if i >= stop:
+        return ei
+    done: int = _unrolled_encode(present(records[i]))(w, parts, run, records, events, i, ei, stop)
+    return done
+
+
+@functools.cache
+def _unrolled_encode(carried: tuple[int, ...]) -> Callable[..., int]:
+    """:func:`_encode_source`'s ``encode`` for rings that carry ``carried``, compiled once."""
+    made: Callable[..., int] = unrolled(_encode_source(carried), {
+        "ANN_PREFIXES": ANN_PREFIXES, "BEGIN": BEGIN, "COUNTER_EVENT": COUNTER_EVENT, "END": END,
+        "END_T": end_template(3 * len(carried)), "EV_EXTRA_VALUE": EV_EXTRA_VALUE, "IID_DEPTH": IID_DEPTH,
+        "IID_LINE": IID_LINE, "IID_UNMATCHED": IID_UNMATCHED, "IID_USAGE": IID_USAGE, "PACKET_FIXED": PACKET_FIXED,
+        "PKT_TIMESTAMP": PKT_TIMESTAMP, "PKT_TRACK_EVENT": PKT_TRACK_EVENT, "PRESENT": carried, "TABLE": TABLE,
+        "TRACE_PACKET": TRACE_PACKET, "Abandoned": Abandoned, "OpenScope": OpenScope, "Scope": Scope, "ann": ann,
+        "ann_tables": ann_tables, "counters": counters, "event_line": event_line, "usage_args": usage_args,
+        "varint": varint})["encode"]
+    return made

@@ -33,6 +33,7 @@ from ._layout import (
     VERDICT_DESCRIPTION,
     RingState,
     RunState,
+    present,
     process_name,
     rank_pid,
     sort_key,
@@ -57,6 +58,7 @@ from ._wire import (
     IID_WEDGED,
     INSTANT,
     INTERNED_EVENT_NAMES,
+    MAX_EXTRA_COUNTERS,
     PKT_INTERNED_DATA,
     PKT_SEQUENCE_ID,
     PKT_TIMESTAMP,
@@ -146,15 +148,15 @@ class ProtoTrace:
 
     def new_ring(self, run: RunState, rec: Record) -> RingState:
         r = rec.ring
-        has_dp = rec.dep_pool_end is not None
         seq = self._seq()
-        ring = RingState(r, PKT_SEQUENCE_ID + varint(seq), self._uuid(), has_dp)
+        ring = RingState(r, PKT_SEQUENCE_ID + varint(seq), self._uuid(), present(rec))
         run.rings[r] = ring
         meta = run.meta
         counters: list[int] = []
         packets: list[pb.TracePacket] = []
+        kinds = [RESOURCES[i] for i in ring.present]
         for i, res in enumerate(RESOURCES):
-            if res == "dep_pool" and not has_dp:
+            if res not in kinds:
                 continue
             uuid = self._uuid()
             counters.append(uuid)
@@ -168,9 +170,9 @@ class ProtoTrace:
                 counter=pb.CounterDescriptor(unit=unit, unit_name=_UNITS[res]))))
         ring.extra = b"".join(EV_EXTRA_UUID + varint(u) for u in counters)
         counters.append(run.tm_uuid)
-        kinds = [res for res in RESOURCES if res != "dep_pool" or has_dp]
         caps = [meta.capacity(res, r) if meta is not None else None for res in kinds]
-        if all(c is not None for c in caps):  # use % of capacity beside each absolute counter
+        if all(c is not None for c in caps) and 2 * len(kinds) + 1 <= MAX_EXTRA_COUNTERS:
+            # use % of capacity beside each absolute counter (where they fit: Perfetto takes 8 extra counters)
             ring.caps = tuple(c or 1 for c in caps)
             pct = []
             for i, (res, cap) in enumerate(zip(kinds, ring.caps, strict=True)):

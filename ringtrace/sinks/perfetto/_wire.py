@@ -52,9 +52,14 @@ def _template(*parts: bytes | None) -> bytes:
 # Packet templates of the hot path (TrackEvent field order is free; Perfetto reads any order).
 BEGIN = _template(EV_TYPE + varint(SLICE_BEGIN), None, None, EV_EXTRA_VALUE, None)  # name_iid, vals, tensormap
 END = EV_TYPE + varint(SLICE_END)  # then vals, tensormap, annotations
-# vals, tensormap, depth, line (prefix, value), 6 usage figures (task window, heap)
-END6 = _template(END, None, EV_EXTRA_VALUE, *(None,) * 10)
-END9 = _template(END, None, EV_EXTRA_VALUE, *(None,) * 13)  # ... and 3 dep-pool figures
+
+
+def end_template(figures: int) -> bytes:
+    """A slice end's template: vals, tensormap, depth, line (prefix, value), ``figures`` usage figures (3 per
+    resource its records carry)."""
+    return _template(END, None, EV_EXTRA_VALUE, *(None,) * (4 + figures))
+
+
 COUNTER_EVENT = _template(EV_TYPE + varint(COUNTER), EV_TRACK_UUID, None, EV_COUNTER_VALUE, None, None, None)
 PACKET_FIXED = len(PKT_TIMESTAMP) + len(PKT_TRACK_EVENT)
 """Bytes of a packet besides its timestamp, sequence id, event length, event and interned data."""
@@ -86,10 +91,11 @@ ARG_NAMES: tuple[str, ...] = (
 )
 IID_DEPTH, IID_LINE = 1, 2
 IID_USAGE = 3  # + 3 * resource index + (0 high_water, 1 live_at_exit, 2 alloc)
-IID_WEDGED, IID_UNMATCHED, IID_OPEN_AT_CLOSE, IID_ORCH_ERROR_CODE = 12, 13, 14, 15
+IID_WEDGED = IID_USAGE + 3 * len(RESOURCES)  # 12 for three resources
+IID_UNMATCHED, IID_OPEN_AT_CLOSE, IID_ORCH_ERROR_CODE = IID_WEDGED + 1, IID_WEDGED + 2, IID_WEDGED + 3
 ANN_PREFIXES: tuple[tuple[bytes, ...], ...] = tuple(
     annotation_prefixes(i) if i else () for i in range(len(ARG_NAMES) + 1))
-"""Per iid (1..15): its :func:`annotation_prefixes`."""
+"""Per iid (1..len(ARG_NAMES)): its :func:`annotation_prefixes`."""
 TABLE = 4096
 
 

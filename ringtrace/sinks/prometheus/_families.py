@@ -30,14 +30,21 @@ _SCOPE = ("site", "depth", "ring")
 _RING = ("ring", "resource")
 SIZES = (*(f"{r.name}{r.metric_suffix}" for r in RESOURCE_TABLE), "tensormap")
 """``ringtrace_run_sizes_info``'s labels: one per resource (the heap's in bytes), then the tensormap."""
+_SIZES_HELP = ", ".join(f"{label}" + (f": empty in a version {r.since_version - 1} file" if r.optional else "")
+                        for label, r in zip(SIZES, RESOURCE_TABLE, strict=False))
+"""``task_window, heap_bytes, dep_pool: empty in a version 4 file``."""
+_PROVEN = [r.words for r in RESOURCE_TABLE if not r.batch]
+_PROVEN_HELP = " and ".join((", ".join(_PROVEN[:-1]), _PROVEN[-1])) if len(_PROVEN) > 1 else _PROVEN[0]
+"""``task window and heap``: the resources whose need the records prove (``Resource.batch``)."""
+_TIMING_HELP = "; ".join(f"the {r.words}'s count is timing" for r in RESOURCE_TABLE if r.batch)
 
 RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # (name, help, labels after run/rank/dispatch) of every per-run gauge, in exposition order
     ("ringtrace_run_info", "The run's file: path, program, schema version, finish reason (empty while it runs); "
      "always 1.", ("path", "program", "version", "reason")),
     ("ringtrace_run_sizes_info", "The run's capacities, constant facts of its file's metadata line: per resource "
-     "the four rings' values joined by \",\" (task_window, heap_bytes, dep_pool: empty in a version 4 file) and "
-     "the global tensormap's entries; always 1.", SIZES),
+     f"the four rings' values joined by \",\" ({_SIZES_HELP}) and the global tensormap's entries; always 1.",
+     SIZES),
     ("ringtrace_run_verdict", "The one verdict on a finished run (ringtrace.stages.verdict, as summary, check, "
      "OTLP and Perfetto say it): kind, severity (ok, info, warning, error; check fails on error) and its text; "
      "always 1.", ("kind", "severity", "text")),
@@ -49,8 +56,8 @@ RUN_FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "holds N - 1). Occupancy, not need: reclaim is lazy, so a ring that never had to wait keeps everything; "
      "above 1 when the ring reclaimed during the scope.", _RING),
     ("ringtrace_ring_need_ratio", "The need the run's records prove so far (ringtrace.stages.need: what one open "
-     "scope's tasks held at once, or one task's block) / capacity, task window and heap only; absent where the "
-     "records prove nothing (the dep pool's count is timing).", _RING),
+     f"scope's tasks held at once, or one task's block) / capacity, {_PROVEN_HELP} only; absent where the "
+     f"records prove nothing ({_TIMING_HELP}).", _RING),
     ("ringtrace_ring_occupancy_ratio", "While a run is open: occupied / usable capacity of a ring resource it "
      "uses, at the ring's latest boundary record (0-1). Occupancy, not need: near 1 while records keep coming "
      "the ring streams and the allocator is doing its job; near 1 in a run that stopped making progress it is "
@@ -102,7 +109,7 @@ def samples(v: RunView) -> Iterator[Sample]:
     yield "ringtrace_run_info", [*lab, v.source.display_path, utf8(v.source.labels.program),
                                  str(meta.version) if meta else "", fin.reason if fin else ""], 1
     if meta is not None:
-        sizes = [",".join(map(str, getattr(meta, f"{res}_max"))) for res in RESOURCES]
+        sizes = [",".join(map(str, meta.maxes(res))) for res in RESOURCES]
         yield "ringtrace_run_sizes_info", [*lab, *sizes, str(meta.tensormap_max or "")], 1
     if fin is not None:
         verdict = fin.verdict
