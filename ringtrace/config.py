@@ -9,7 +9,6 @@ it came from: every float setting must be finite (``nan`` and ``inf`` are reject
 positive and at most a year, and the config file UTF-8 TOML.
 """
 
-from __future__ import annotations
 
 import math
 import os

@@ -5,7 +5,6 @@ Sources: the user guide (``ring-heap-and-scope-stats.txt`` §1, §4, §6) and th
 pure functions; imports nothing from ringtrace, so every stage may use it.
 """
 
-from __future__ import annotations
 
 import linecache
 import math

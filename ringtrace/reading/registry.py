@@ -23,7 +23,6 @@ Config fields are read, not generated: :class:`Config` stays one typed, frozen s
 the fields its flags set, and ``tests/reading/test_registry.py`` holds every flag to a field.
 """
 
-from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
@@ -31,11 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ringtrace.config import Config, literal_choices
+from ringtrace.sinks.base import Sink
 
 if TYPE_CHECKING:
     import argparse
-
-    from ringtrace.sinks.base import Sink
 
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 WATCHING = ("watch", "demo")
@@ -68,7 +66,7 @@ class Flag(NamedTuple):
     default: object = None
     switch: bool = False  # a flag without a value that sets the field True (unset: the config decides)
 
-    def add_to(self, p: argparse.ArgumentParser) -> None:
+    def add_to(self, p: "argparse.ArgumentParser") -> None:
         kw: dict[str, Any] = {"dest": self.dest}
         default = getattr(Config(), self.dest, None)
         kw["help"] = self.help.format(default=_fmt(default))
@@ -311,7 +309,7 @@ class SinkFlags:
     of the named sinks (the flags that turn an output on first, then their settings), :meth:`rest` those
     of every other sink of the command (a new sink's flags need no change in the parser)."""
 
-    def __init__(self, parser: argparse.ArgumentParser, command: str) -> None:
+    def __init__(self, parser: "argparse.ArgumentParser", command: str) -> None:
         self.parser = parser
         self.command = command
         self.done: set[str] = set()

@@ -22,7 +22,6 @@ capacity (``bad_metadata``: the metadata is then unknown).  A UTF-8 byte order m
 metadata line is skipped with a ``bom`` warning.
 """
 
-from __future__ import annotations
 
 import functools
 from collections.abc import Sequence

@@ -3,7 +3,6 @@
 table is generated from :data:`RULES` (``docs/generate.py``).  Pure data.
 """
 
-from __future__ import annotations
 
 from typing import NamedTuple
 

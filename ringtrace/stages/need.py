@@ -12,7 +12,6 @@ everything.
 The verdict (``stages.verdict``) and ``advise`` read these and nothing else as the records' evidence.
 """
 
-from __future__ import annotations
 
 from typing import NamedTuple
 
