@@ -58,11 +58,12 @@ def read_inputs(paths: list[str], cfg: Config, sinks: list[Sink], io: Consoles,
     What the read says goes to ``io.err``, and a progress bar for more than 8 MiB when standard error is a
     terminal."""
     planned = gather.plan(paths, host_logs)
-    if planned.size > 8 << 20 and sys.stderr.isatty() and io.err.is_terminal:
+    size = planned.size if sys.stderr.isatty() and io.err.is_terminal else 0  # each file's stat, once, for a bar
+    if size > 8 << 20:
         from rich.progress import Progress
 
         with Progress(console=io.err, transient=True) as bar:
-            task = bar.add_task("reading", total=planned.size)
+            task = bar.add_task("reading", total=size)
             got = gather.read(planned, cfg.thresholds, sinks, lambda n: bar.advance(task, n))
     else:
         got = gather.read(planned, cfg.thresholds, sinks)

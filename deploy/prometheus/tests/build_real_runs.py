@@ -30,10 +30,10 @@ import yaml
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ringtrace.gather.plan import plan_for_read
+from ringtrace import gather
 from ringtrace.model.records import Labels, RunFinished, SinkEvent, Source
 from ringtrace.sinks.prometheus import RUN_FAMILIES, PrometheusSink
-from ringtrace.sources.paths import find_inputs, source_labels
+from ringtrace.sources.paths import source_labels
 from ringtrace.stages.run import Run, log_only_run
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +96,8 @@ def feed(folder: Path, chunks: int, scrapes: int) -> Fed:
             if isinstance(ev, RunFinished):
                 fed.fin = ev
 
-    files, plan = plan_for_read([], [str(folder)], find_inputs([str(folder)]))
+    planned = gather.plan([str(folder)])
+    files, plan = planned.files, planned.plan
     logs = {f: msgspec.structs.replace(log, path=_rel(Path(log.path))) for f, log in plan.for_file.items()}
     parts: list[bytes] = []
     run: Run | None = None
