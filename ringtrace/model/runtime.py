@@ -123,9 +123,10 @@ TASKS_AT = TABLE.index(TASKS)
 def unrolled(source: str, env: dict[str, Any]) -> dict[str, Any]:
     """What ``source`` defines (its functions, by name), compiled once with the globals ``env``.
 
-    For the pure path's hot loops, which are written out over :data:`TABLE` when their module is imported
+    For the pure path's hot loops, which are written out over :data:`TABLE` and compiled where first needed
     (one block per resource, as fast as a loop written by hand for three; a loop over the table costs 2-3x
-    per record; compiling them costs about a millisecond at start-up).  The source is registered with
+    per record; compiling one costs a few milliseconds, once per process: ``convert``'s compiled path pays it
+    for the Perfetto loop, docs/performance.md).  The source is registered with
     :mod:`linecache`, so tracebacks and ``inspect`` show it."""
     names = ", ".join(re.findall(r"^def (\w+)", source, re.M))
     filename = f"<ringtrace: {names}, unrolled over model.runtime.TABLE>"
